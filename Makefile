@@ -1,0 +1,98 @@
+# dial9-bpf build. Data flow: bpf/*.bpf.c -> build/*.skel.h -> user/*.c -> build/dial9-bpf
+# `make deps` installs what a fresh Debian 12 machine lacks; `make demo` and `make test` use it.
+
+BUILD     := build
+CLANG     ?= clang
+BPFTOOL   ?= bpftool
+CC        ?= cc
+ARCH      := x86
+VERSION   := 0.1.0
+
+# Rust toolchain for the demo target: prefer rustup's cargo when the profile did not put it on
+# PATH (CI does not read the shell profile), else Debian's.
+CARGO     ?= $(shell command -v cargo 2>/dev/null || { [ -x $$HOME/.cargo/bin/cargo ] && echo $$HOME/.cargo/bin/cargo; } || echo /usr/bin/cargo)
+
+DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev libdw-dev \
+	     libcmocka-dev librust-tokio-dev cargo rustc linux-perf golang-go python3 jq
+
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
+	     -Iinclude -I$(BUILD)
+LDLIBS    := -lbpf -lelf -lz -liberty
+
+BPF_SRCS  := $(wildcard bpf/*.bpf.c)
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+USER_SRCS := $(wildcard user/*.c)
+USER_OBJS := $(patsubst user/%.c,$(BUILD)/user/%.o,$(USER_SRCS))
+LIB_OBJS  := $(filter-out $(BUILD)/user/main.o,$(USER_OBJS))
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+
+.SECONDARY:
+.PHONY: all deps demo demo-bin test unit e2e clean format bench
+
+all: $(BUILD)/dial9-bpf
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(BUILD) $(BUILD)/user $(BUILD)/tests:
+	@mkdir -p $@
+
+$(BUILD)/vmlinux.h: | $(BUILD)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard include/*.h) | $(BUILD)
+	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(BUILD) \
+		-c $< -o $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/user/%.o: user/%.c $(wildcard include/*.h) $(wildcard user/*.h) $(SKELS) | $(BUILD)/user
+	$(CC) $(CFLAGS) -Iuser -c $< -o $@
+
+$(BUILD)/dial9-bpf: $(USER_OBJS)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# Unit tests: each tests/unit/test_X.c links against every user object but main.o.
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
+
+# The demo target: a real Tokio program built offline from Debian's crates, twice: with frame
+# pointers forced (fp) and as a default release build (nofp).
+DEMO_SRCS := $(wildcard tools/demo/src/*.rs) tools/demo/Cargo.toml tools/demo/.cargo/config.toml
+$(BUILD)/demo-fp: $(DEMO_SRCS) | $(BUILD)
+	cd tools/demo && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/demo-target-fp \
+		RUSTFLAGS="-C force-frame-pointers=yes" $(CARGO) build --release --offline -q
+	cp $(BUILD)/demo-target-fp/release/dial9-demo $@
+
+$(BUILD)/demo-nofp: $(DEMO_SRCS) | $(BUILD)
+	cd tools/demo && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/demo-target-nofp \
+		$(CARGO) build --release --offline -q
+	cp $(BUILD)/demo-target-nofp/release/dial9-demo $@
+
+demo-bin: $(BUILD)/demo-fp $(BUILD)/demo-nofp
+
+demo: deps
+	$(MAKE) all demo-bin
+	tools/run-demo.sh
+
+unit: $(UNIT_BINS)
+
+test: deps
+	$(MAKE) all demo-bin unit
+	tests/run-tests.sh
+
+format:
+	clang-format -i bpf/*.c user/*.c user/*.h include/*.h tests/unit/*.c
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Per-worker task sampler for Tokio, on uprobes.
+ *
+ * Probes: entry and return of every tokio::runtime::task::raw::poll instance (rdi = Header*),
+ * raw::dealloc (a task freed inside its own poll must not be read at return), worker::run
+ * (rdi = ArcInner<Worker>*, the logical worker identity) and park points (waker clone/wake and
+ * leaf resource polls) where the stack of a parking task is captured.
+ *
+ * Map design:
+ *  - threads (LRU hash, key tid): the poll nesting stack of each thread. Only the owning thread
+ *    touches its entry, so no locking. LRU so that dead threads age out under thread churn; an
+ *    evicted live entry only costs the polls in flight (returns without an entry are ignored).
+ *  - tasks (LRU hash, key Header*): when the task last returned Pending. A resume is eligible
+ *    only when this is known, which is dial9's "resume after Pending" transition.
+ *  - workers (hash, key worker key): the sampler of each logical worker: epoch counts, the
+ *    probability in force, the token bucket of the cap and the PRNG. Keyed by worker, not by
+ *    thread or CPU, because block_in_place moves a worker to another thread mid-epoch. Updates
+ *    are plain read-modify-write: a worker runs on one thread at a time, and the rare race
+ *    during a handoff costs at most a miscounted transition.
+ *  - stacks (LRU hash, key tid): scratch for the stack captured at a park point until the poll
+ *    returns. Per thread, not per CPU: the thread can migrate between the park and the return.
+ *  - counters (per-CPU array): statistics only, summed by the loader.
+ *  - events (ring buffer): samples, closed epochs and worker bindings, in order per CPU.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "dial9_bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u32 targ_tgid = 0;
+const volatile __u64 per_worker_hz = 10;
+const volatile __u64 token_interval_ns = D9_NSEC_PER_SEC / 10; /* 1e9 / hz */
+const volatile __u64 bucket_ns = 2 * D9_NSEC_PER_SEC;          /* burst x interval */
+const volatile __u64 seed = 0x9e3779b97f4a7c15ULL;
+/* Header/vtable layout observed in Tokio 1.24 (include/ and the reference notes); the loader
+ * validates it against the binary before setting read_task_id. */
+const volatile __u32 read_task_id = 1;
+const volatile __u32 hdr_vtable_off = 16;
+const volatile __u32 vtable_id_off = 72;
+
+struct frame {
+	__u64 hdr;
+	__u64 entry_ns;
+	__u64 idle_start_ns;
+	__u64 prob;
+	__u64 epoch;
+	__u64 worker;
+	__u64 task_id;
+	__u64 park_ns;
+	__u32 selected;
+	__u32 flags;
+	__u32 park_point;
+	__s32 stack_bytes;
+};
+
+struct thread_state {
+	__u32 depth;
+	__u32 pad;
+	__u64 worker_ptr;
+	struct frame frames[D9_MAX_NEST];
+};
+
+struct task_state {
+	__u64 pending_ns;
+};
+
+struct stack_buf {
+	__u64 ips[D9_MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct d9_worker_state);
+} workers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct stack_buf);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, D9_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} events SEC(".maps");
+
+/* Zeroed templates for map inserts (BPF stack is 512 bytes: too small for these). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} zero_thread SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_buf);
+} zero_stack SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
+{
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	__u32 zero = 0;
+
+	if (t || !create)
+		return t;
+	t = bpf_map_lookup_elem(&zero_thread, &zero);
+	if (!t)
+		return NULL;
+	if (bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST) && bpf_map_update_elem(&threads, &tid, t, BPF_ANY)) {
+		count(D9_CNT_THREAD_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* splitmix64: seeds each worker's generator from the global seed and its key. */
+static __always_inline __u64 mix64(__u64 x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* xorshift64*: the upper 32 bits are a uniform draw for the Bernoulli decision. */
+static __always_inline __u32 next_rand(struct d9_worker_state *ws)
+{
+	__u64 x = ws->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	ws->rng = x;
+	return (x * 0x2545f4914f6cdd1dULL) >> 32;
+}
+
+static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
+{
+	struct d9_epoch *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(D9_CNT_RB_DROPS);
+		return;
+	}
+	e->type = D9_REC_EPOCH;
+	e->capped = ws->capped;
+	e->worker = key;
+	e->epoch = ws->epoch;
+	e->eligible = ws->eligible;
+	e->selected = ws->selected;
+	e->refused = ws->refused;
+	e->prob = ws->prob;
+	e->calibrating = ws->calibrating;
+	e->last_tid = ws->last_tid;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/*
+ * dial9's per_worker_bernoulli_v1: the first epoch a worker is seen in calibrates (p = 0);
+ * after that p = min(1, hz / eligible transitions of the previous epoch), and p = 1 when the
+ * previous epoch was idle or further back than one epoch.
+ */
+static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __u64 epoch)
+{
+	__u64 prev = ws->eligible;
+	bool consecutive = epoch == ws->epoch + 1;
+
+	emit_epoch(key, ws);
+	if (consecutive && prev > 0) {
+		__u64 p = (per_worker_hz << D9_PROB_SHIFT) / prev;
+
+		ws->prob = p > D9_PROB_ONE ? D9_PROB_ONE : p;
+	} else {
+		ws->prob = D9_PROB_ONE;
+	}
+	ws->epoch = epoch;
+	ws->eligible = 0;
+	ws->selected = 0;
+	ws->refused = 0;
+	ws->capped = 0;
+	ws->calibrating = 0;
+}
+
+static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now)
+{
+	struct d9_worker_state *ws = bpf_map_lookup_elem(&workers, &key);
+	struct d9_worker_state init = {};
+
+	if (ws)
+		return ws;
+	init.epoch = epoch;
+	init.calibrating = 1;
+	init.tokens_ns = bucket_ns;
+	init.refill_ns = now;
+	init.rng = mix64(seed ^ key) | 1;
+	bpf_map_update_elem(&workers, &key, &init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&workers, &key);
+}
+
+/* The hard cap: a token bucket refilled at hz with a burst of bucket_ns / interval tokens. */
+static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now)
+{
+	__u64 tokens = ws->tokens_ns + (now - ws->refill_ns);
+
+	ws->refill_ns = now;
+	if (tokens > bucket_ns)
+		tokens = bucket_ns;
+	if (tokens < token_interval_ns) {
+		ws->tokens_ns = tokens;
+		return false;
+	}
+	ws->tokens_ns = tokens - token_interval_ns;
+	return true;
+}
+
+static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok)
+{
+	__u64 vtable = 0, id_off = 0, id = 0;
+
+	*ok = false;
+	if (!read_task_id)
+		return 0;
+	if (bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + hdr_vtable_off)) ||
+	    bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + vtable_id_off)))
+		return 0;
+	/* The id lives in the task's Core, after the Header; ids come from a global counter. */
+	if (id_off < 24 || id_off > 65536 || (id_off & 7))
+		return 0;
+	if (bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + id_off)))
+		return 0;
+	if (id == 0 || id > (1ULL << 48))
+		return 0;
+	*ok = true;
+	return id;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(poll_entry, __u64 hdr)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct d9_worker_state *ws;
+	struct thread_state *t;
+	struct task_state *ts;
+	struct frame *f;
+	__u64 key, epoch, idle_start;
+	__u32 depth;
+	bool ok;
+
+	count(D9_CNT_POLLS);
+	t = thread_get(tid, true);
+	if (!t)
+		return 0;
+	depth = t->depth++;
+	if (depth >= D9_MAX_NEST) {
+		count(D9_CNT_NEST_OVERFLOW);
+		return 0;
+	}
+	f = &t->frames[depth];
+	f->hdr = hdr;
+	f->entry_ns = now;
+	f->selected = 0;
+	f->flags = 0;
+	f->park_point = D9_PARK_NONE;
+	f->stack_bytes = 0;
+
+	ts = bpf_map_lookup_elem(&tasks, &hdr);
+	if (!ts || !ts->pending_ns)
+		return 0;
+	idle_start = ts->pending_ns;
+	ts->pending_ns = 0;
+
+	count(D9_CNT_ELIGIBLE);
+	key = t->worker_ptr ? t->worker_ptr : (tid | D9_WORKER_TID_FLAG);
+	epoch = now / D9_NSEC_PER_SEC;
+	ws = worker_get(key, epoch, now);
+	if (!ws)
+		return 0;
+	ws->last_tid = tid;
+	if (ws->epoch != epoch)
+		epoch_roll(key, ws, epoch);
+	ws->eligible++;
+	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
+		return 0;
+	if (!cap_admit(ws, now)) {
+		ws->refused++;
+		ws->capped = 1;
+		return 0;
+	}
+	ws->selected++;
+
+	f->selected = 1;
+	f->prob = ws->prob;
+	f->epoch = epoch;
+	f->worker = key;
+	f->idle_start_ns = idle_start;
+	f->task_id = read_task_id_of(hdr, &ok);
+	if (ok)
+		f->flags |= D9_SF_TASK_ID_OK;
+	else
+		count(D9_CNT_TASK_ID_BAD);
+	if (ws->capped)
+		f->flags |= D9_SF_CAPPED;
+	return 0;
+}
+
+static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 now)
+{
+	struct stack_buf *sb;
+	struct d9_sample *s;
+
+	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+	if (!s) {
+		count(D9_CNT_RB_DROPS);
+		return;
+	}
+	s->type = D9_REC_SAMPLE;
+	s->flags = f->flags;
+	s->pid = bpf_get_current_pid_tgid() >> 32;
+	s->tid = tid;
+	s->worker = f->worker;
+	s->task_id = f->task_id;
+	s->task_hdr = f->hdr;
+	s->epoch = f->epoch;
+	s->prob = f->prob;
+	s->idle_start_ns = f->idle_start_ns;
+	s->idle_end_ns = f->entry_ns;
+	s->poll_end_ns = now;
+	s->park_ns = f->park_ns;
+	s->park_point = f->park_point;
+	s->stack_bytes = f->stack_bytes;
+	sb = f->stack_bytes > 0 ? bpf_map_lookup_elem(&stacks, &tid) : NULL;
+	if (sb)
+		__builtin_memcpy(s->stack, sb->ips, sizeof(s->stack));
+	else
+		s->stack_bytes = s->stack_bytes > 0 ? 0 : s->stack_bytes;
+	bpf_ringbuf_submit(s, 0);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(poll_return)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *t = thread_get(tid, false);
+	struct task_state pending = {.pending_ns = now};
+	__u64 state = 0;
+	struct frame *f;
+	__u32 depth;
+
+	if (!t || t->depth == 0)
+		return 0;
+	depth = --t->depth;
+	if (depth >= D9_MAX_NEST)
+		return 0;
+	f = &t->frames[depth];
+
+	if (!(f->flags & D9_SF_FREED) &&
+	    !bpf_probe_read_user(&state, sizeof(state), (void *)f->hdr)) {
+		if (state & D9_TASK_COMPLETE) {
+			f->flags |= D9_SF_COMPLETE;
+			bpf_map_delete_elem(&tasks, &f->hdr);
+		} else {
+			/* RUNNING is cleared by transition_to_idle; if it is set again, another
+			 * worker already picked up the notified task: it still went Pending. */
+			f->flags |= D9_SF_PENDING;
+			bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
+		}
+	}
+	if (f->selected)
+		emit_sample(f, tid, now);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(task_dealloc, __u64 hdr)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *t;
+	__u32 i;
+
+	bpf_map_delete_elem(&tasks, &hdr);
+	t = thread_get(tid, false);
+	if (!t)
+		return 0;
+	for (i = 0; i < D9_MAX_NEST; i++) {
+		if (i < t->depth && t->frames[i].hdr == hdr)
+			t->frames[i].flags |= D9_SF_FREED;
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(park_point)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *t = thread_get(tid, false);
+	struct stack_buf *sb;
+	struct frame *f;
+	__u32 depth;
+
+	if (!t || t->depth == 0)
+		return 0;
+	depth = t->depth - 1;
+	if (depth >= D9_MAX_NEST)
+		return 0;
+	f = &t->frames[depth];
+	if (!f->selected)
+		return 0;
+	count(D9_CNT_PARK_HITS);
+	sb = bpf_map_lookup_elem(&stacks, &tid);
+	if (!sb) {
+		struct stack_buf *zero;
+		__u32 z = 0;
+
+		zero = bpf_map_lookup_elem(&zero_stack, &z);
+		if (!zero)
+			return 0;
+		bpf_map_update_elem(&stacks, &tid, zero, BPF_ANY);
+		sb = bpf_map_lookup_elem(&stacks, &tid);
+		if (!sb)
+			return 0;
+	}
+	/* The last park point before the poll returns is where the task parks. */
+	f->stack_bytes = bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK);
+	if (f->stack_bytes < 0)
+		count(D9_CNT_STACK_ERRORS);
+	f->park_point = (__u32)bpf_get_attach_cookie(ctx);
+	f->park_ns = bpf_ktime_get_ns();
+	f->flags |= D9_SF_STACK_AT_PARK;
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(worker_run, __u64 worker)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *t = thread_get(tid, true);
+	struct d9_worker_seen *w;
+
+	if (t)
+		t->worker_ptr = worker;
+	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
+	if (!w) {
+		count(D9_CNT_RB_DROPS);
+		return 0;
+	}
+	w->type = D9_REC_WORKER;
+	w->tid = tid;
+	w->worker = worker;
+	w->ts_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(w, 0);
+	return 0;
+}

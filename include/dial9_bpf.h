@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Layouts shared by bpf/sampler.bpf.c and the loader: ring-buffer records and the sampler's
+ * per-worker state. Everything is fixed-size and little-endian so the loader can read records
+ * straight out of the ring buffer.
+ */
+#ifndef DIAL9_BPF_H
+#define DIAL9_BPF_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define D9_MAX_STACK_DEPTH 127
+/* Poll nesting per thread: blocking task > worker loop > task poll, plus block_on inside
+ * block_in_place. Deeper nesting is counted, not tracked. */
+#define D9_MAX_NEST 8
+/* Inclusion probabilities are fixed point: D9_PROB_ONE is p = 1. */
+#define D9_PROB_SHIFT 32
+#define D9_PROB_ONE (1ULL << D9_PROB_SHIFT)
+/* Worker keys are either the ArcInner<Worker>* seen at worker::run (a user-space pointer, so
+ * bit 63 is clear) or, when the tool attached after the worker started, the thread id with
+ * this bit set. */
+#define D9_WORKER_TID_FLAG (1ULL << 63)
+#define D9_NSEC_PER_SEC 1000000000ULL
+
+enum d9_record_type {
+	D9_REC_SAMPLE = 1,
+	D9_REC_EPOCH = 2,
+	D9_REC_WORKER = 3,
+};
+
+/* Tokio task state word bits (tokio/src/runtime/task/state.rs). */
+#define D9_TASK_RUNNING 0x1ULL
+#define D9_TASK_COMPLETE 0x2ULL
+
+enum d9_sample_flags {
+	D9_SF_TASK_ID_OK = 1 << 0,   /* task_id was read and passed the sanity checks */
+	D9_SF_STACK_AT_PARK = 1 << 1, /* stack captured at a park point inside the poll */
+	D9_SF_PENDING = 1 << 2,      /* the poll returned Pending */
+	D9_SF_COMPLETE = 1 << 3,     /* the task completed in this poll */
+	D9_SF_FREED = 1 << 4,        /* the task was deallocated inside the poll */
+	D9_SF_CAPPED = 1 << 5,       /* the cap had refused a selection earlier in this epoch */
+};
+
+/* Park points: which probe captured the stack (the uprobe's bpf cookie). */
+enum d9_park_point {
+	D9_PARK_NONE = 0,
+	D9_PARK_CLONE_WAKER = 1,
+	D9_PARK_WAKE_BY_REF = 2,
+	D9_PARK_WAKE_BY_VAL = 3,
+	D9_PARK_LEAF = 4, /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
+};
+
+struct d9_sample {
+	__u32 type; /* D9_REC_SAMPLE */
+	__u32 flags;
+	__u32 pid;
+	__u32 tid;
+	__u64 worker;
+	__u64 task_id;
+	__u64 task_hdr;
+	__u64 epoch; /* CLOCK_MONOTONIC second */
+	__u64 prob;  /* inclusion probability, D9_PROB_ONE = 1 */
+	__u64 idle_start_ns;
+	__u64 idle_end_ns; /* = start of the resuming poll */
+	__u64 poll_end_ns;
+	__u64 park_ns;
+	__u32 park_point;
+	__s32 stack_bytes; /* bpf_get_stack result; negative errno on failure */
+	__u64 stack[D9_MAX_STACK_DEPTH];
+};
+
+/* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
+ * still-open epoch of every worker from the map at exit. */
+struct d9_epoch {
+	__u32 type; /* D9_REC_EPOCH */
+	__u32 capped;
+	__u64 worker;
+	__u64 epoch;
+	__u64 eligible;
+	__u64 selected;
+	__u64 refused;
+	__u64 prob;
+	__u32 calibrating;
+	__u32 last_tid;
+};
+
+struct d9_worker_seen {
+	__u32 type; /* D9_REC_WORKER */
+	__u32 tid;
+	__u64 worker;
+	__u64 ts_ns;
+};
+
+/* Per logical worker sampler state (BPF hash map, key = worker key). */
+struct d9_worker_state {
+	__u64 epoch;
+	__u64 eligible;
+	__u64 selected;
+	__u64 refused;
+	__u64 prob;
+	__u64 tokens_ns; /* token bucket, in nanoseconds of refill time */
+	__u64 refill_ns;
+	__u64 rng;
+	__u32 capped;
+	__u32 calibrating;
+	__u32 last_tid;
+	__u32 pad;
+};
+
+/* Counters the loader reports in metadata.json (per-CPU array, index = enum value). */
+enum d9_counter {
+	D9_CNT_POLLS = 0,
+	D9_CNT_ELIGIBLE,
+	D9_CNT_RB_DROPS,
+	D9_CNT_NEST_OVERFLOW,
+	D9_CNT_THREAD_MAP_FULL,
+	D9_CNT_TASK_ID_BAD,
+	D9_CNT_PARK_HITS,
+	D9_CNT_STACK_ERRORS,
+	D9_CNT_MAX,
+};
+
+#endif /* DIAL9_BPF_H */

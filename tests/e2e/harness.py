@@ -1,0 +1,166 @@
+"""Small end-to-end test harness: real demo processes, the real tool, results as lines.
+
+Each test is a function registered with @test; it raises AssertionError (or anything) to fail.
+run_all() prints one PASS/FAIL line per test and writes "passed failed" to --summary-file.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOL = os.path.join(ROOT, "build", "dial9-bpf")
+DEMO_FP = os.path.join(ROOT, "build", "demo-fp")
+DEMO_NOFP = os.path.join(ROOT, "build", "demo-nofp")
+
+_tests = []
+
+
+def test(fn):
+    _tests.append(fn)
+    return fn
+
+
+class Demo:
+    """A running dial9-demo whose JSON-lines stdout is collected in a file."""
+
+    def __init__(self, *args, binary=DEMO_FP, workers=2, mode="mix", env=None, wrap=None):
+        self.dir = tempfile.mkdtemp(prefix="d9demo-")
+        self.out_path = os.path.join(self.dir, "demo.jsonl")
+        self.out = open(self.out_path, "w")
+        cmd = [binary, "--workers", str(workers), "--mode", mode, "--duration", "0", *args]
+        if wrap:
+            cmd = wrap + cmd
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+        self.pid = self.proc.pid
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.lines(type_="start"):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("demo did not start")
+
+    def lines(self, type_=None):
+        res = []
+        with open(self.out_path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                if type_ is None or obj.get("type") == type_:
+                    res.append(obj)
+        return res
+
+    def seconds(self):
+        return {s["sec"]: s for s in self.lines("second")}
+
+    def wait_seconds(self, n):
+        """Waits until n more whole seconds have been reported."""
+        start = len(self.lines("second"))
+        deadline = time.time() + n + 5
+        while len(self.lines("second")) < start + n:
+            if time.time() > deadline:
+                raise AssertionError("demo stopped reporting seconds")
+            time.sleep(0.05)
+
+    def polls_per_sec(self, secs):
+        """Mean total polls per second over the given whole seconds."""
+        s = self.seconds()
+        vals = [sum(s[k]["polls"].values()) for k in secs if k in s]
+        assert vals, "no demo seconds in range"
+        return sum(vals) / len(vals)
+
+    def last_secs(self, n):
+        return sorted(self.seconds())[-n:]
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.out.close()
+
+
+def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, user=None):
+    """Runs dial9-bpf; returns (returncode, stdout, stderr)."""
+    cmd = [TOOL, *map(str, args)]
+    if user:
+        cmd = ["setpriv", "--reuid", str(user), "--regid", str(user), "--clear-groups",
+               "--inh-caps=-all", *cmd]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    if signal_after is not None:
+        time.sleep(signal_after)
+        p.send_signal(input_signal or signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError("dial9-bpf timed out: " + err[-2000:])
+    return p.returncode, out, err
+
+
+def read_samples(outdir):
+    with open(os.path.join(outdir, "samples.jsonl")) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def read_metadata(outdir):
+    with open(os.path.join(outdir, "metadata.json")) as f:
+        return json.load(f)
+
+
+def complete_epochs(meta):
+    """Per worker: {epoch: stats} for epochs that ran whole and were not calibrating."""
+    res = {}
+    start = meta["sampling_started_at_ns"] // 10**9
+    stop = meta["sampling_stopped_at_ns"] // 10**9
+    for w in meta["workers"]:
+        res[w["worker"]] = {e["epoch"]: e for e in w["epochs"]
+                            if e["complete"] and not e["calibrating"]
+                            and start < e["epoch"] < stop}
+    return res
+
+
+def run_all():
+    summary = None
+    if "--summary-file" in sys.argv:
+        summary = sys.argv[sys.argv.index("--summary-file") + 1]
+    only = [a for a in sys.argv[1:] if not a.startswith("--") and a != summary]
+    passed = failed = 0
+    name = os.path.basename(sys.argv[0])
+    for fn in _tests:
+        if only and fn.__name__ not in only:
+            continue
+        t0 = time.time()
+        try:
+            detail = fn()
+            passed += 1
+            print(f"PASS {name}::{fn.__name__} ({time.time() - t0:.1f}s)"
+                  + (f": {detail}" if detail else ""), flush=True)
+        except Exception as e:  # noqa: BLE001 - a test fails on any error
+            failed += 1
+            print(f"FAIL {name}::{fn.__name__} ({time.time() - t0:.1f}s): {e}", flush=True)
+            traceback.print_exc(limit=3, file=sys.stdout)
+    print(f"{passed} passed, {failed} failed")
+    if summary:
+        with open(summary, "w") as f:
+            f.write(f"{passed} {failed}\n")
+    return 1 if failed else 0

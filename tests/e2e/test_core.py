@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Core issue: per-worker budgets, unbiased estimates, stacks, handoff, errors, no probe left."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import (DEMO_FP, Demo, complete_epochs, read_metadata, read_samples, run_all,
+                     run_tool, test)
+
+DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
+            "channel_kind_consumer", "blocking_kind_task")
+KIND_OF = {"cpu_kind_task": "cpu", "timer_kind_task": "timer", "channel_kind_producer": "channel",
+           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking"}
+
+_cache = {}
+
+
+def frame_names(sample):
+    return [f["name"] or "" for f in sample["stack"]]
+
+
+def kind_of(sample):
+    """The demo kind of the innermost demo async fn on the stack (stack is leaf first)."""
+    for name in frame_names(sample):
+        for fn, kind in KIND_OF.items():
+            if fn in name:
+                return kind
+    return None
+
+
+def mix_demo():
+    if "demo" not in _cache:
+        d = Demo(workers=2, mode="mix")
+        d.wait_seconds(2)
+        _cache["demo"] = d
+    return _cache["demo"]
+
+
+def profiled(hz, duration=10):
+    """One profiling run of the shared mix demo at the given hz."""
+    key = ("run", hz)
+    if key not in _cache:
+        d = mix_demo()
+        out = tempfile.mkdtemp(prefix=f"d9out-hz{hz}-")
+        rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", hz, "--duration", duration,
+                              "--output", out, "--seed", 7, timeout=duration + 60)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+        d.wait_seconds(1)
+        _cache[key] = (out, read_samples(out), read_metadata(out), err)
+    return _cache[key]
+
+
+def per_worker_epoch_samples(samples):
+    counts = {}
+    for s in samples:
+        counts.setdefault(s["worker"], {}).setdefault(s["epoch"], 0)
+        counts[s["worker"]][s["epoch"]] += 1
+    return counts
+
+
+@test
+def budget_per_worker_hz20():
+    hz = 20
+    out, samples, meta, _ = profiled(hz)
+    burst = meta["sampler"]["cap"]["burst"]
+    written = per_worker_epoch_samples(samples)
+    checked = []
+    for w, epochs in complete_epochs(meta).items():
+        if len(epochs) < 3:
+            continue
+        sel = [e["selected"] for e in epochs.values()]
+        mean = sum(sel) / len(sel)
+        assert 0.75 * hz <= mean <= 1.25 * hz, f"worker {w}: mean {mean:.1f}/epoch {sel}"
+        assert max(sel) <= hz + burst, f"worker {w}: an epoch above the cap: {sel}"
+        drops = meta["counters"]["ring_buffer_drops"]
+        for ep, e in epochs.items():
+            got = written.get(w, {}).get(ep, 0)
+            assert e["selected"] - drops <= got <= e["selected"], \
+                f"worker {w} epoch {ep}: selected {e['selected']} but {got} samples written"
+        checked.append(f"w{w} mean {mean:.1f} min {min(sel)} max {max(sel)} over {len(sel)}")
+    assert len(checked) >= 2, f"fewer than 2 workers with 3 complete epochs: {meta['workers']}"
+    return "; ".join(checked)
+
+
+@test
+def stacks_name_demo_fns():
+    _, samples, _, _ = profiled(20)
+    assert len(samples) >= 100, f"only {len(samples)} samples"
+    named = sum(1 for s in samples if any(fn in n for n in frame_names(s) for fn in DEMO_FNS))
+    frac = named / len(samples)
+    assert frac >= 0.90, f"only {frac:.1%} of {len(samples)} samples name a demo fn"
+    return f"{frac:.1%} of {len(samples)} samples"
+
+
+@test
+def sample_fields_complete():
+    _, samples, meta, _ = profiled(20)
+    need = ("timestamp_ns", "pid", "tid", "worker", "task_id", "inclusion_probability", "epoch",
+            "idle_start_ns", "idle_end_ns", "poll_duration_ns", "capped", "stack")
+    for s in samples:
+        for k in need:
+            assert k in s, f"missing {k} in {s}"
+        assert 0 < s["inclusion_probability"] <= 1
+        assert s["idle_start_ns"] <= s["idle_end_ns"] <= s["timestamp_ns"] or \
+            s["park_point"] == "none"
+        assert s["epoch"] == s["idle_end_ns"] // 10**9
+    ids = sum(1 for s in samples if s["task_id"] is not None)
+    assert ids >= 0.95 * len(samples), f"task id read for only {ids}/{len(samples)}"
+    assert meta["task_id_layout"].startswith("validated"), meta["task_id_layout"]
+    for k in ("sampler", "probes", "workers", "counters", "worker_detection", "tool_version",
+              "kernel_release"):
+        assert k in meta, f"metadata lacks {k}"
+    return f"{ids}/{len(samples)} task ids; layout {meta['task_id_layout']}"
+
+
+@test
+def estimation_matches_ground_truth():
+    hz = 400
+    _, samples, meta, _ = profiled(hz)
+    d = mix_demo()
+    truth = d.seconds()
+    # Epochs in which every active worker sampled a whole, uncapped, calibrated epoch.
+    start = meta["sampling_started_at_ns"] // 10**9
+    stop = meta["sampling_stopped_at_ns"] // 10**9
+    good = set(range(start + 1, stop))
+    for w in meta["workers"]:
+        for e in w["epochs"]:
+            if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
+                good.discard(e["epoch"])
+    good &= set(truth)
+    assert len(good) >= 4, f"only {len(good)} usable epochs"
+    est, n = {}, {}
+    for s in samples:
+        if s["epoch"] in good:
+            k = kind_of(s)
+            est[k] = est.get(k, 0) + 1 / s["inclusion_probability"]
+            n[k] = n.get(k, 0) + 1
+    res = []
+    checked = 0
+    for kind in ("cpu", "timer", "channel", "blocking"):
+        real = sum(truth[e]["resumes"][kind] for e in good)
+        got = est.get(kind, 0)
+        res.append(f"{kind}: est {got:.0f} / true {real} (n={n.get(kind, 0)})")
+        if n.get(kind, 0) < 100:
+            continue  # too few samples for a 20% bound to be meaningful
+        checked += 1
+        assert abs(got - real) <= 0.20 * real, "; ".join(res)
+    assert checked >= 2, "fewer than 2 kinds with enough samples: " + "; ".join(res)
+    return f"{len(good)} epochs; " + "; ".join(res)
+
+
+@test
+def handoff_keeps_sampling():
+    hz = 20
+    _, samples, meta, _ = profiled(hz)
+    d = mix_demo()
+    spans = [(b["start_ns"], b["end_ns"]) for b in d.lines("blocking")]
+    t0, t1 = meta["sampling_started_at_ns"], meta["sampling_stopped_at_ns"]
+    spans = [(a, b) for a, b in spans if a >= t0 and b <= t1]
+    assert spans, "the demo ran no block_in_place during the run"
+    inside = [s for s in samples if any(a <= s["timestamp_ns"] <= b for a, b in spans)]
+    covered = sum(b - a for a, b in spans) / 1e9
+    assert all(s["worker"] >= 0 for s in inside)
+    # Both workers keep producing while one worker's thread blocks: expect most of the budget.
+    rate = len(inside) / covered
+    assert rate >= 0.5 * 2 * hz, f"{len(inside)} samples in {covered:.1f}s of block_in_place"
+    by_run = [w for w in meta["workers"] if w["detection"] == "worker_run_arg"]
+    assert by_run, "no worker identified by worker::run after a handoff"
+    return (f"{len(inside)} samples in {covered:.1f}s of block_in_place ({rate:.1f}/s), "
+            f"{len(by_run)} workers keyed by worker::run, detection {meta['worker_detection']}")
+
+
+def expect_error(args, needle, env=None, user=None, wrap=None):
+    out = tempfile.mkdtemp(prefix="d9err-")
+    shutil.rmtree(out)
+    cmd_args = list(args) + ["--output", out]
+    if wrap:
+        p = subprocess.run(wrap + [os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
+                                                               "build", "dial9-bpf"))] + [str(a) for a in cmd_args],
+                           capture_output=True, text=True, timeout=60)
+        rc, err = p.returncode, p.stderr
+    else:
+        rc, _, err = run_tool(*cmd_args, env=env, user=user)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert rc != 0, f"{args}: exit 0"
+    assert len(lines) == 1, f"{args}: expected one stderr line, got {lines}"
+    assert needle in lines[0], f"{args}: '{needle}' not in '{lines[0]}'"
+    assert not os.path.exists(out), f"{args}: output left behind"
+    return lines[0]
+
+
+def free_pid():
+    pid = 3999999
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
+@test
+def error_messages():
+    d = mix_demo()
+    seen = []
+    seen.append(expect_error(["--pid", free_pid()], "no process with pid"))
+    seen.append(expect_error(["--pid", d.pid], "needs root", user=65534))
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        seen.append(expect_error(["--pid", sleeper.pid], "not a Tokio program"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    seen.append(expect_error(["--pid", 2], "kernel thread"))
+    tmp = tempfile.mkdtemp(prefix="d9strip-")
+    stripped = os.path.join(tmp, "demo-stripped")
+    shutil.copy(DEMO_FP, stripped)
+    subprocess.run(["strip", stripped], check=True)
+    sd = Demo(binary=stripped)
+    try:
+        seen.append(expect_error(["--pid", sd.pid], "stripped"))
+    finally:
+        sd.stop()
+    # A kernel without BTF, as the tool sees it: /sys/kernel/btf hidden in a mount namespace.
+    seen.append(expect_error(["--pid", d.pid], "no BTF",
+                             wrap=["unshare", "-m", "sh", "-c",
+                                   'mount -t tmpfs none /sys/kernel/btf && exec "$@"', "sh"]))
+    for bad in (["--per-worker-hz", "0"], ["--per-worker-hz", "-5"],
+                ["--per-worker-hz", "1000000000"], ["--per-worker-hz", "abc"],
+                ["--duration", "-1"], ["--cap-burst", "0"], ["--pid", "x"]):
+        seen.append(expect_error(["--pid", d.pid] + bad if bad[0] != "--pid" else bad, "invalid"))
+    env = dict(os.environ, DIAL9_TASK_SAMPLING_PER_WORKER_HZ="0")
+    seen.append(expect_error(["--pid", d.pid], "DIAL9_TASK_SAMPLING_PER_WORKER_HZ", env=env))
+    env = dict(os.environ, DIAL9_TASK_SAMPLING_ENABLED="0")
+    seen.append(expect_error(["--pid", d.pid], "disabled", env=env))
+    return f"{len(seen)} cases"
+
+
+def no_probe_left(stop_signal):
+    d = Demo(workers=2, mode="hot")
+    try:
+        d.wait_seconds(3)
+        before = d.polls_per_sec(d.last_secs(3))
+        out = tempfile.mkdtemp(prefix="d9left-")
+        if stop_signal:
+            rc, _, err = run_tool("--pid", d.pid, "--output", out, "--quiet",
+                                  signal_after=4, input_signal=stop_signal)
+        else:
+            rc, _, err = run_tool("--pid", d.pid, "--output", out, "--duration", 4, "--quiet")
+        assert rc == 0, f"tool exit {rc}: {err}"
+        during = d.polls_per_sec(d.last_secs(2))
+        read_metadata(out)  # complete, parseable output
+        d.wait_seconds(1)  # the second in which the tool exited
+        d.wait_seconds(3)
+        after = d.polls_per_sec(d.last_secs(3))
+        assert d.alive(), "target died"
+        links = subprocess.run(["bpftool", "perf", "list"], capture_output=True, text=True).stdout
+        assert str(d.pid) not in links and "dial9" not in links, links
+        ratio = after / before
+        assert ratio >= 0.90, f"poll rate after exit {after:.0f}/s vs before {before:.0f}/s"
+        return f"polls/s before {before:.0f}, during {during:.0f}, after {after:.0f} ({ratio:.2f})"
+    finally:
+        d.stop()
+
+
+@test
+def no_probe_left_after_normal_exit():
+    return no_probe_left(None)
+
+
+@test
+def no_probe_left_after_sigint():
+    return no_probe_left(signal.SIGINT)
+
+
+if __name__ == "__main__":
+    try:
+        rc = run_all()
+    finally:
+        if "demo" in _cache:
+            _cache["demo"].stop()
+    raise SystemExit(rc)

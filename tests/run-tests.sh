@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test: the cmocka unit tests (TAP output) and the end-to-end tests that attach to
+# real processes. Ends with one line "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+passed=0
+failed=0
+
+for t in build/tests/test_*; do
+	[ -x "$t" ] || continue
+	out=$(CMOCKA_MESSAGE_OUTPUT=TAP "$t" 2>&1)
+	rc=$?
+	p=$(grep -c '^ok ' <<<"$out")
+	f=$(grep -c '^not ok ' <<<"$out")
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	echo "unit $(basename "$t"): $p passed, $f failed"
+	[ "$f" -gt 0 ] && grep -E '^not ok|^#' <<<"$out" | sed 's/^/    /'
+	passed=$((passed + p))
+	failed=$((failed + f))
+done
+
+for t in tests/e2e/test_*.py; do
+	out=$(mktemp)
+	python3 "$t" --summary-file "$out"
+	rc=$?
+	read -r p f <"$out" 2>/dev/null || { p=0; f=1; }
+	if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then f=1; fi
+	rm -f "$out"
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-1}))
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

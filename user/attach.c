@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attach.h"
+#include "sampler.skel.h"
+#include "target.h"
+
+/* From the kernel's uapi (6.6+), absent from Debian 12's headers. */
+#define D9_BPF_TRACE_UPROBE_MULTI 48
+#define D9_BPF_F_UPROBE_MULTI_RETURN 1U
+#define D9_BPF_LINK_CREATE 28
+
+/* The link_create member of union bpf_attr for uprobe_multi, padded to the union's size so
+ * the kernel's check that unknown trailing bytes are zero holds. */
+union d9_link_create_attr {
+	struct {
+		uint32_t prog_fd;
+		uint32_t target_fd;
+		uint32_t attach_type;
+		uint32_t flags;
+		uint64_t path;
+		uint64_t offsets;
+		uint64_t ref_ctr_offsets;
+		uint64_t cookies;
+		uint32_t cnt;
+		uint32_t um_flags;
+		uint32_t pid;
+	} um;
+	uint8_t pad[144];
+};
+
+bool attach_multi_supported(void)
+{
+	const char *env = getenv("DIAL9_UPROBE_MULTI");
+	struct utsname u;
+	int major, minor;
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 6);
+}
+
+void attach_prepare(struct sampler_bpf *skel, bool multi)
+{
+	struct bpf_program *prog;
+
+	if (!multi)
+		return;
+	bpf_object__for_each_program(prog, skel->obj)
+		bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
+}
+
+static int grow(struct attachment *a)
+{
+	size_t ncap;
+	void *np;
+
+	if (a->n < a->cap)
+		return 0;
+	ncap = a->cap ? a->cap * 2 : 64;
+	if (a->multi)
+		np = realloc(a->fds, ncap * sizeof(*a->fds));
+	else
+		np = realloc(a->links, ncap * sizeof(*a->links));
+	if (!np)
+		return -ENOMEM;
+	if (a->multi)
+		a->fds = np;
+	else
+		a->links = np;
+	a->cap = ncap;
+	return 0;
+}
+
+static int attach_one(struct attachment *a, struct bpf_program *prog, const struct target *t,
+		      const struct probe_spec *p, bool retprobe)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = p->cookie);
+	struct bpf_link *l;
+	int err;
+
+	if ((err = grow(a)))
+		return err;
+	/* pid = the target: libbpf 1.1 opens a pid = -1 uprobe on CPU 0 only, and the pid
+	 * filter keeps other processes that map the same binary out of the maps. */
+	l = bpf_program__attach_uprobe_opts(prog, t->pid, t->exe_link, p->offset, &opts);
+	if (!l) {
+		err = -errno;
+		fprintf(stderr, "dial9-bpf: failed to attach %s probe to %s at %s+0x%llx: %s\n",
+			retprobe ? "return" : "entry", p->name, t->exe_path,
+			(unsigned long long)p->offset, strerror(-err));
+		return err;
+	}
+	a->links[a->n++] = l;
+	a->probes++;
+	return 0;
+}
+
+/* One uprobe_multi link: every probe of the given kind, entry or return. */
+static int attach_multi(struct attachment *a, struct bpf_program *prog, const struct target *t,
+			enum probe_kind kind, bool retprobe)
+{
+	union d9_link_create_attr attr;
+	uint64_t *offs = calloc(t->nprobes, sizeof(*offs));
+	uint64_t *cookies = calloc(t->nprobes, sizeof(*cookies));
+	uint32_t cnt = 0;
+	int fd, err = 0;
+
+	if (!offs || !cookies) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < t->nprobes; i++) {
+		if (t->probes[i].kind != kind)
+			continue;
+		offs[cnt] = t->probes[i].offset;
+		cookies[cnt++] = t->probes[i].cookie;
+	}
+	if (!cnt || (err = grow(a)))
+		goto out;
+	memset(&attr, 0, sizeof(attr));
+	attr.um.prog_fd = (uint32_t)bpf_program__fd(prog);
+	attr.um.attach_type = D9_BPF_TRACE_UPROBE_MULTI;
+	attr.um.path = (uint64_t)(uintptr_t)t->exe_link;
+	attr.um.offsets = (uint64_t)(uintptr_t)offs;
+	attr.um.cookies = (uint64_t)(uintptr_t)cookies;
+	attr.um.cnt = cnt;
+	attr.um.um_flags = retprobe ? D9_BPF_F_UPROBE_MULTI_RETURN : 0;
+	attr.um.pid = (uint32_t)t->pid;
+	fd = (int)syscall(__NR_bpf, D9_BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0) {
+		err = -errno;
+		fprintf(stderr, "dial9-bpf: failed to attach %u %s %s probes to %s: %s\n", cnt,
+			probe_kind_name(kind), retprobe ? "return" : "entry", t->exe_path,
+			strerror(-err));
+		goto out;
+	}
+	a->fds[a->n++] = fd;
+	a->probes += cnt;
+out:
+	free(offs);
+	free(cookies);
+	return err;
+}
+
+int attach_probes(struct sampler_bpf *skel, const struct target *t, struct attachment *a)
+{
+	static const struct {
+		enum probe_kind kind;
+		bool ret;
+	} order[] = {
+		/* Returns before entries: an entry without its return would leave a thread's
+		 * nesting depth one too high until it ages out. */
+		{PROBE_POLL, true},   {PROBE_DEALLOC, false}, {PROBE_WORKER_RUN, false},
+		{PROBE_PARK, false},  {PROBE_POLL, false},
+	};
+	int err = 0;
+
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]) && !err; k++) {
+		enum probe_kind kind = order[k].kind;
+		bool ret = order[k].ret;
+		struct bpf_program *prog = kind == PROBE_POLL	   ? (ret ? skel->progs.poll_return
+									  : skel->progs.poll_entry)
+					   : kind == PROBE_DEALLOC ? skel->progs.task_dealloc
+					   : kind == PROBE_WORKER_RUN ? skel->progs.worker_run
+								      : skel->progs.park_point;
+
+		if (a->multi) {
+			err = attach_multi(a, prog, t, kind, ret);
+			continue;
+		}
+		for (size_t i = 0; i < t->nprobes && !err; i++)
+			if (t->probes[i].kind == kind)
+				err = attach_one(a, prog, t, &t->probes[i], ret);
+	}
+	if (err)
+		detach_probes(a);
+	return err;
+}
+
+struct detach_slice {
+	struct attachment *a;
+	size_t lo, hi;
+};
+
+static void *detach_slice(void *arg)
+{
+	struct detach_slice *s = arg;
+
+	for (size_t i = s->lo; i < s->hi; i++) {
+		if (s->a->multi)
+			close(s->a->fds[i]);
+		else
+			bpf_link__destroy(s->a->links[i]);
+	}
+	return NULL;
+}
+
+void detach_probes(struct attachment *a)
+{
+	enum { NTHREADS = 8 };
+	struct detach_slice slices[NTHREADS];
+	pthread_t th[NTHREADS];
+	bool started[NTHREADS] = {};
+	size_t per;
+
+	if (!a->n)
+		goto out;
+	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
+	 * links from several threads overlaps those waits. */
+	per = (a->n + NTHREADS - 1) / NTHREADS;
+	for (int i = 0; i < NTHREADS; i++) {
+		slices[i].a = a;
+		slices[i].lo = i * per < a->n ? i * per : a->n;
+		slices[i].hi = slices[i].lo + per < a->n ? slices[i].lo + per : a->n;
+		if (slices[i].lo == slices[i].hi)
+			continue;
+		started[i] = !pthread_create(&th[i], NULL, detach_slice, &slices[i]);
+		if (!started[i])
+			detach_slice(&slices[i]);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+out:
+	free(a->links);
+	free(a->fds);
+	a->links = NULL;
+	a->fds = NULL;
+	a->n = a->cap = 0;
+}

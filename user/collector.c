@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "collector.h"
+#include "json.h"
+#include "symbolize.h"
+#include "target.h"
+
+/* An epoch's refusals are final once the epoch is over: the sampler decides at the time of
+ * the transition. The grace covers records still in the ring buffer. */
+#define FLUSH_GRACE_NS (200ULL * 1000 * 1000)
+
+struct pending_sample {
+	struct pending_sample *next;
+	struct d9_sample s; /* stack trimmed to the captured frames */
+};
+
+void collector_init(struct collector *c, int pid, FILE *out, struct symbolizer *sym,
+		    open_epoch_fn fn, void *ctx)
+{
+	memset(c, 0, sizeof(*c));
+	c->pid = pid;
+	c->out = out;
+	c->sym = sym;
+	c->open_epoch = fn;
+	c->open_epoch_ctx = ctx;
+}
+
+static void read_comm(int pid, uint32_t tid, char comm[17])
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(comm, 17, f))
+		comm[strcspn(comm, "\n")] = 0;
+	fclose(f);
+}
+
+struct worker_info *collector_worker(struct collector *c, uint64_t key)
+{
+	struct worker_info *w;
+
+	for (size_t i = 0; i < c->nworkers; i++)
+		if (c->workers[i].key == key)
+			return &c->workers[i];
+	if (c->nworkers == c->workers_cap) {
+		size_t ncap = c->workers_cap ? c->workers_cap * 2 : 16;
+		void *np = realloc(c->workers, ncap * sizeof(*c->workers));
+
+		if (!np)
+			return NULL;
+		c->workers = np;
+		c->workers_cap = ncap;
+	}
+	w = &c->workers[c->nworkers];
+	memset(w, 0, sizeof(*w));
+	w->key = key;
+	w->index = (int)c->nworkers++;
+	if (key & D9_WORKER_TID_FLAG) {
+		w->tid = (uint32_t)key;
+		read_comm(c->pid, w->tid, w->comm);
+	}
+	return w;
+}
+
+static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
+{
+	for (size_t i = w->nepochs; i-- > 0;)
+		if (w->epochs[i].epoch == epoch)
+			return &w->epochs[i];
+	if (w->nepochs == w->cap) {
+		size_t ncap = w->cap ? w->cap * 2 : 16;
+		void *np = realloc(w->epochs, ncap * sizeof(*w->epochs));
+
+		if (!np)
+			return NULL;
+		w->epochs = np;
+		w->cap = ncap;
+	}
+	memset(&w->epochs[w->nepochs], 0, sizeof(w->epochs[0]));
+	w->epochs[w->nepochs].epoch = epoch;
+	return &w->epochs[w->nepochs++];
+}
+
+static void set_epoch(struct epoch_stat *e, uint64_t eligible, uint64_t selected,
+		      uint64_t refused, uint64_t prob, bool capped, bool calibrating, bool open)
+{
+	e->eligible = eligible;
+	e->selected = selected;
+	e->refused = refused;
+	e->prob = prob;
+	e->capped = capped;
+	e->calibrating = calibrating;
+	e->open = open;
+}
+
+static int handle_sample(struct collector *c, const struct d9_sample *s, size_t size)
+{
+	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
+	struct pending_sample *p;
+	struct worker_info *w;
+
+	if (size < sizeof(*s))
+		return 0;
+	if (nframes > D9_MAX_STACK_DEPTH)
+		nframes = D9_MAX_STACK_DEPTH;
+	p = malloc(sizeof(*p) - sizeof(p->s.stack) + nframes * sizeof(p->s.stack[0]));
+	if (!p)
+		return -ENOMEM;
+	memcpy(&p->s, s, sizeof(*s) - sizeof(s->stack) + nframes * sizeof(s->stack[0]));
+	p->s.stack_bytes = s->stack_bytes > 0 ? (int32_t)(nframes * 8) : s->stack_bytes;
+	p->next = NULL;
+	if (c->tail)
+		c->tail->next = p;
+	else
+		c->head = p;
+	c->tail = p;
+	c->npending++;
+	w = collector_worker(c, s->worker);
+	if (w) {
+		w->tid = s->tid;
+		w->samples_window++;
+	}
+	return 0;
+}
+
+int collector_handle(void *ctx, void *data, size_t size)
+{
+	struct collector *c = ctx;
+	uint32_t type;
+
+	if (size < sizeof(type))
+		return 0;
+	c->records++;
+	memcpy(&type, data, sizeof(type));
+	switch (type) {
+	case D9_REC_SAMPLE:
+		return handle_sample(c, data, size);
+	case D9_REC_EPOCH: {
+		const struct d9_epoch *e = data;
+		struct worker_info *w;
+		struct epoch_stat *es;
+
+		if (size < sizeof(*e))
+			return 0;
+		w = collector_worker(c, e->worker);
+		es = w ? worker_epoch(w, e->epoch) : NULL;
+		if (!es)
+			return -ENOMEM;
+		set_epoch(es, e->eligible, e->selected, e->refused, e->prob, e->capped,
+			  e->calibrating, false);
+		return 0;
+	}
+	case D9_REC_WORKER: {
+		const struct d9_worker_seen *ws = data;
+		struct worker_info *w;
+
+		if (size < sizeof(*ws))
+			return 0;
+		w = collector_worker(c, ws->worker);
+		if (!w)
+			return -ENOMEM;
+		w->from_worker_run = true;
+		w->tid = ws->tid;
+		read_comm(c->pid, ws->tid, w->comm);
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* True when the worker's epoch saw a refusal by the cap. */
+static bool epoch_capped(struct collector *c, struct worker_info *w, uint64_t epoch)
+{
+	struct d9_worker_state ws;
+
+	for (size_t i = 0; w && i < w->nepochs; i++)
+		if (w->epochs[i].epoch == epoch)
+			return w->epochs[i].capped;
+	if (c->open_epoch && !c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, &ws) &&
+	    ws.epoch == epoch)
+		return ws.capped;
+	return false;
+}
+
+static void write_sample(struct collector *c, const struct d9_sample *s)
+{
+	struct worker_info *w = collector_worker(c, s->worker);
+	bool capped = (s->flags & D9_SF_CAPPED) || epoch_capped(c, w, s->epoch);
+	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
+	uint64_t ts = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
+	FILE *f = c->out;
+	const char *outcome = (s->flags & D9_SF_COMPLETE) ? "complete"
+			      : (s->flags & D9_SF_PENDING) ? "pending"
+							   : "unknown";
+
+	fprintf(f,
+		"{\"timestamp_ns\":%" PRIu64 ",\"pid\":%u,\"tid\":%u,\"worker\":%d,"
+		"\"worker_key\":\"0x%" PRIx64 "\",\"task_id\":",
+		ts, s->pid, s->tid, w ? w->index : -1, (uint64_t)s->worker);
+	if (s->flags & D9_SF_TASK_ID_OK)
+		fprintf(f, "%" PRIu64, (uint64_t)s->task_id);
+	else
+		fputs("null", f);
+	fprintf(f,
+		",\"task_id_ok\":%s,\"inclusion_probability\":%.9g,\"epoch\":%" PRIu64
+		",\"idle_start_ns\":%" PRIu64 ",\"idle_end_ns\":%" PRIu64
+		",\"idle_ns\":%" PRIu64 ",\"poll_duration_ns\":%" PRIu64
+		",\"capped\":%s,\"outcome\":\"%s\",\"park_point\":\"%s\"",
+		(s->flags & D9_SF_TASK_ID_OK) ? "true" : "false",
+		(double)s->prob / (double)D9_PROB_ONE, (uint64_t)s->epoch, (uint64_t)s->idle_start_ns,
+		(uint64_t)s->idle_end_ns, (uint64_t)(s->idle_end_ns - s->idle_start_ns),
+		(uint64_t)(s->poll_end_ns - s->idle_end_ns),
+		capped ? "true" : "false", outcome, park_point_name(s->park_point));
+	if (s->stack_bytes < 0)
+		fprintf(f, ",\"stack_error\":%d", s->stack_bytes);
+	fputs(",\"stack\":[", f);
+	for (size_t i = 0; i < nframes; i++) {
+		struct sym_info si;
+		int found = !symbolizer_resolve(c->sym, s->stack[i], &si);
+
+		fprintf(f, "%s{\"addr\":\"0x%" PRIx64 "\",\"name\":", i ? "," : "", (uint64_t)s->stack[i]);
+		json_str(f, found ? si.name : NULL);
+		fputs(",\"module\":", f);
+		json_str(f, si.module);
+		fputc('}', f);
+	}
+	fputs("]}\n", f);
+	if (ferror(f))
+		c->write_errors++;
+	c->samples_written++;
+	if (nframes)
+		c->samples_with_stack++;
+	if (s->stack_bytes < 0)
+		c->samples_stack_errors++;
+	if (s->flags & D9_SF_TASK_ID_OK)
+		c->samples_task_id_ok++;
+	if (w)
+		w->samples++;
+}
+
+void collector_flush(struct collector *c, uint64_t now_ns, bool final)
+{
+	while (c->head) {
+		struct pending_sample *p = c->head;
+
+		if (!final && (p->s.epoch + 1) * D9_NSEC_PER_SEC + FLUSH_GRACE_NS > now_ns)
+			break;
+		write_sample(c, &p->s);
+		c->head = p->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->npending--;
+		free(p);
+	}
+	fflush(c->out);
+}
+
+void collector_close_epochs(struct collector *c)
+{
+	for (size_t i = 0; i < c->nworkers; i++) {
+		struct worker_info *w = &c->workers[i];
+		struct d9_worker_state ws;
+		struct epoch_stat *e;
+
+		if (!c->open_epoch || c->open_epoch(c->open_epoch_ctx, w->key, &ws))
+			continue;
+		e = worker_epoch(w, ws.epoch);
+		if (e)
+			set_epoch(e, ws.eligible, ws.selected, ws.refused, ws.prob, ws.capped,
+				  ws.calibrating, true);
+	}
+}
+
+void collector_free(struct collector *c)
+{
+	while (c->head) {
+		struct pending_sample *p = c->head;
+
+		c->head = p->next;
+		free(p);
+	}
+	for (size_t i = 0; i < c->nworkers; i++)
+		free(c->workers[i].epochs);
+	free(c->workers);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Turns ring-buffer records into TaskSampleEvents: keeps per worker per epoch counts, names
+ * workers, symbolizes stacks, and writes samples.jsonl once a sample's epoch is closed (so its
+ * "capped" flag is final).
+ */
+#ifndef D9_COLLECTOR_H
+#define D9_COLLECTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "dial9_bpf.h"
+
+struct symbolizer;
+
+struct epoch_stat {
+	uint64_t epoch;
+	uint64_t eligible;
+	uint64_t selected;
+	uint64_t refused;
+	uint64_t prob;
+	bool capped;
+	bool calibrating;
+	bool open; /* still running when the tool stopped: incomplete */
+};
+
+struct worker_info {
+	uint64_t key;
+	int index;
+	uint32_t tid; /* latest thread seen running this worker */
+	bool from_worker_run;
+	char comm[17];
+	uint64_t samples;
+	uint64_t samples_window; /* for the status line */
+	struct epoch_stat *epochs;
+	size_t nepochs;
+	size_t cap;
+};
+
+struct pending_sample;
+
+/* Reads a worker's still-open epoch from the BPF map; returns 0 when found. */
+typedef int (*open_epoch_fn)(void *ctx, uint64_t worker, struct d9_worker_state *out);
+
+struct collector {
+	int pid;
+	FILE *out; /* samples.jsonl */
+	struct symbolizer *sym;
+	open_epoch_fn open_epoch;
+	void *open_epoch_ctx;
+
+	struct worker_info *workers;
+	size_t nworkers;
+	size_t workers_cap;
+
+	struct pending_sample *head, *tail;
+	size_t npending;
+
+	uint64_t samples_written;
+	uint64_t samples_with_stack;
+	uint64_t samples_stack_errors;
+	uint64_t samples_task_id_ok;
+	uint64_t records;
+	uint64_t write_errors;
+};
+
+void collector_init(struct collector *c, int pid, FILE *out, struct symbolizer *sym,
+		    open_epoch_fn fn, void *ctx);
+/* ring_buffer callback: data is one record. */
+int collector_handle(void *ctx, void *data, size_t size);
+/* Writes every sample whose epoch ended before now_ns (monotonic); all of them if final. */
+void collector_flush(struct collector *c, uint64_t now_ns, bool final);
+/* Adds each worker's open epoch from the map (call once at the end). */
+void collector_close_epochs(struct collector *c);
+struct worker_info *collector_worker(struct collector *c, uint64_t key);
+void collector_free(struct collector *c);
+
+#endif

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * dial9-bpf: samples where the tasks of a running Tokio process run and park.
+ * Flow: target discovery -> BPF sampler on uprobes -> ring buffer -> collector (symbolize,
+ * TaskSampleEvents) -> samples.jsonl + metadata.json.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attach.h"
+#include "collector.h"
+#include "metadata.h"
+#include "options.h"
+#include "sampler.skel.h"
+#include "symbolize.h"
+#include "target.h"
+#include "tokio_layout.h"
+
+static volatile sig_atomic_t exiting;
+
+static void on_signal(int sig)
+{
+	exiting = sig;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * D9_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static bool has_caps(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {};
+	uint64_t eff;
+
+	if (geteuid() == 0)
+		return true;
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	eff = data[0].effective | ((uint64_t)data[1].effective << 32);
+	if (eff & (1ULL << CAP_SYS_ADMIN))
+		return true;
+	return (eff & (1ULL << 39 /* CAP_BPF */)) && (eff & (1ULL << 38 /* CAP_PERFMON */));
+}
+
+static int check_system(void)
+{
+	if (!has_caps()) {
+		fprintf(stderr, "dial9-bpf: needs root (or CAP_BPF, CAP_PERFMON and "
+				"CAP_SYS_PTRACE) to load BPF and attach uprobes: run it with sudo\n");
+		return 1;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr, "dial9-bpf: this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): "
+				"use a kernel built with CONFIG_DEBUG_INFO_BTF=y\n",
+			strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int read_open_epoch(void *ctx, uint64_t worker, struct d9_worker_state *out)
+{
+	struct sampler_bpf *skel = ctx;
+
+	return bpf_map__lookup_elem(skel->maps.workers, &worker, sizeof(worker), out,
+				    sizeof(*out), 0);
+}
+
+static void read_counters(struct sampler_bpf *skel, uint64_t out[D9_CNT_MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t vals[ncpu > 0 ? ncpu : 1];
+
+	for (uint32_t i = 0; i < D9_CNT_MAX; i++) {
+		out[i] = 0;
+		if (ncpu <= 0 || bpf_map__lookup_elem(skel->maps.counters, &i, sizeof(i), vals,
+						      sizeof(vals), 0))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+}
+
+static void print_status(struct collector *c, struct sampler_bpf *skel, double elapsed,
+			 double window_s, bool tty)
+{
+	uint64_t cnt[D9_CNT_MAX];
+
+	read_counters(skel, cnt);
+	fprintf(stderr, "%sdial9-bpf: %.0fs", tty ? "\r\033[K" : "", elapsed);
+	for (size_t i = 0; i < c->nworkers && i < 16; i++) {
+		fprintf(stderr, " w%d %.1f/s", c->workers[i].index,
+			c->workers[i].samples_window / window_s);
+		c->workers[i].samples_window = 0;
+	}
+	fprintf(stderr, " | samples %" PRIu64 " | drops %" PRIu64 "%s", c->samples_written + c->npending,
+		cnt[D9_CNT_RB_DROPS], tty ? "" : "\n");
+}
+
+static bool target_gone(int pidfd, int pid)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+
+	if (pidfd >= 0)
+		return poll(&p, 1, 0) > 0;
+	return kill(pid, 0) && errno == ESRCH;
+}
+
+static int make_output_dir(const char *dir, bool *created)
+{
+	char buf[4096];
+
+	*created = false;
+	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755)) {
+		if (errno != EEXIST)
+			return -errno;
+	} else {
+		*created = true;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct attachment links = {};
+	struct run_summary run = {};
+	struct sampler_bpf *skel = NULL;
+	struct ring_buffer *rb = NULL;
+	struct symbolizer *sym = NULL;
+	struct target *t = NULL;
+	struct collector col = {};
+	char samples_path[4096];
+	bool dir_created = false, running = false, tty = isatty(STDERR_FILENO);
+	struct options o;
+	FILE *samples = NULL;
+	int err, pidfd = -1, status_every;
+	uint64_t last_status, t0;
+
+	err = options_parse(argc, argv, &o);
+	if (err)
+		return err;
+	err = check_system();
+	if (err)
+		return err;
+	libbpf_set_print(libbpf_print);
+
+	err = target_open(o.pid, &t);
+	if (err)
+		return 1;
+	if (!o.seed_set && getrandom(&o.seed, sizeof(o.seed), 0) != sizeof(o.seed))
+		o.seed = now_ns(CLOCK_MONOTONIC);
+	run.seed = o.seed;
+
+	skel = sampler_bpf__open();
+	if (!skel) {
+		fprintf(stderr, "dial9-bpf: failed to open BPF object: %s\n", strerror(errno));
+		err = 1;
+		goto cleanup;
+	}
+	links.multi = attach_multi_supported();
+	attach_prepare(skel, links.multi);
+	skel->rodata->targ_tgid = (uint32_t)o.pid;
+	skel->rodata->per_worker_hz = o.per_worker_hz;
+	skel->rodata->token_interval_ns = D9_NSEC_PER_SEC / o.per_worker_hz;
+	skel->rodata->bucket_ns = o.cap_burst * (D9_NSEC_PER_SEC / o.per_worker_hz);
+	skel->rodata->seed = o.seed;
+	{
+		struct task_id_layout tl;
+
+		run.task_id_layout = tokio_task_id_layout(t->elf, t, &tl);
+		skel->rodata->read_task_id = tl.valid;
+		skel->rodata->hdr_vtable_off = tl.hdr_vtable_off;
+		skel->rodata->vtable_id_off = tl.vtable_id_off;
+	}
+	err = sampler_bpf__load(skel);
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to load BPF programs: %s: check that the kernel "
+				"supports BPF ring buffers and uprobes (5.15+)\n",
+			strerror(-err));
+		err = 1;
+		goto cleanup;
+	}
+
+	err = make_output_dir(o.output_dir, &dir_created);
+	if (!err) {
+		snprintf(samples_path, sizeof(samples_path), "%s/samples.jsonl", o.output_dir);
+		samples = fopen(samples_path, "we");
+		if (!samples)
+			err = -errno;
+	}
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to create output in '%s': %s: give a writable "
+				"--output directory\n",
+			o.output_dir, strerror(-err));
+		err = 1;
+		goto cleanup;
+	}
+
+	sym = symbolizer_new(o.pid);
+	if (!sym) {
+		fprintf(stderr, "dial9-bpf: failed to create symbolizer: %s\n", strerror(errno));
+		err = 1;
+		goto cleanup;
+	}
+	collector_init(&col, o.pid, samples, sym, read_open_epoch, skel);
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), collector_handle, &col, NULL);
+	if (!rb) {
+		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));
+		err = 1;
+		goto cleanup;
+	}
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	pidfd = (int)syscall(SYS_pidfd_open, o.pid, 0);
+
+	t0 = now_ns(CLOCK_MONOTONIC);
+	err = attach_probes(skel, t, &links);
+	if (err) {
+		err = 1;
+		goto cleanup;
+	}
+	run.attach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+	run.probes_attached = links.probes;
+	run.uprobe_multi = links.multi;
+	run.started_ns = now_ns(CLOCK_MONOTONIC);
+	run.started_realtime_ns = now_ns(CLOCK_REALTIME);
+	running = true;
+	if (!o.quiet)
+		fprintf(stderr,
+			"dial9-bpf: sampling pid %d (%s): %zu poll functions, %zu park points, "
+			"%" PRIu64 " samples/s per worker; Ctrl-C to stop\n",
+			o.pid, t->comm, t->count[PROBE_POLL], t->count[PROBE_PARK], o.per_worker_hz);
+
+	run.stop_reason = "duration";
+	last_status = run.started_ns;
+	status_every = tty ? 1 : 5;
+	while (!exiting) {
+		uint64_t now;
+
+		err = ring_buffer__poll(rb, 100);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n", strerror(-err));
+			run.stop_reason = "error";
+			break;
+		}
+		now = now_ns(CLOCK_MONOTONIC);
+		collector_flush(&col, now, false);
+		if (target_gone(pidfd, o.pid)) {
+			run.stop_reason = "target_exited";
+			if (!o.quiet)
+				fprintf(stderr, "%sdial9-bpf: target pid %d exited; finishing outputs\n",
+					tty ? "\n" : "", o.pid);
+			break;
+		}
+		if (o.duration_s > 0 && now - run.started_ns >= (uint64_t)(o.duration_s * 1e9))
+			break;
+		if (!o.quiet && now - last_status >= status_every * D9_NSEC_PER_SEC) {
+			print_status(&col, skel, (now - run.started_ns) / 1e9,
+				     (now - last_status) / 1e9, tty);
+			last_status = now;
+		}
+	}
+	if (exiting)
+		run.stop_reason = exiting == SIGINT ? "sigint" : exiting == SIGTERM ? "sigterm" : "signal";
+	err = 0;
+
+cleanup:
+	/* One exit path: probes first, so the target runs unprobed as early as possible. */
+	t0 = now_ns(CLOCK_MONOTONIC);
+	detach_probes(&links);
+	run.detach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+	if (running) {
+		run.stopped_ns = now_ns(CLOCK_MONOTONIC);
+		ring_buffer__consume(rb);
+		read_counters(skel, run.counters);
+		collector_close_epochs(&col);
+		collector_flush(&col, UINT64_MAX, true);
+		if (fflush(samples) || ferror(samples) || col.write_errors) {
+			fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", samples_path,
+				strerror(errno ? errno : EIO));
+			err = 1;
+		}
+		int merr = metadata_write(o.output_dir, &o, t, &col, &run);
+		if (merr) {
+			fprintf(stderr, "dial9-bpf: failed to write %s/metadata.json: %s\n",
+				o.output_dir, strerror(-merr));
+			err = 1;
+		}
+		if (!o.quiet) {
+			if (tty)
+				fputc('\n', stderr);
+			fprintf(stderr,
+				"dial9-bpf: %s after %.1fs: %" PRIu64 " samples from %zu workers "
+				"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
+				" ring-buffer drops; wrote %s and %s/metadata.json\n",
+				run.stop_reason, (run.stopped_ns - run.started_ns) / 1e9,
+				col.samples_written, col.nworkers, col.samples_with_stack,
+				run.counters[D9_CNT_POLLS], run.counters[D9_CNT_RB_DROPS], samples_path,
+				o.output_dir);
+		}
+	}
+	if (samples && fclose(samples) && !err) {
+		fprintf(stderr, "dial9-bpf: failed to close %s: %s\n", samples_path, strerror(errno));
+		err = 1;
+	}
+	if (!running && samples)
+		unlink(samples_path); /* never leave a half-written output behind */
+	if (!running && dir_created)
+		rmdir(o.output_dir);
+	if (pidfd >= 0)
+		close(pidfd);
+	ring_buffer__free(rb);
+	collector_free(&col);
+	symbolizer_free(sym);
+	sampler_bpf__destroy(skel);
+	target_close(t);
+	return err;
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include "collector.h"
+#include "json.h"
+#include "metadata.h"
+#include "options.h"
+#include "target.h"
+
+static const char *const counter_names[D9_CNT_MAX] = {
+	[D9_CNT_POLLS] = "polls",
+	[D9_CNT_ELIGIBLE] = "eligible_transitions",
+	[D9_CNT_RB_DROPS] = "ring_buffer_drops",
+	[D9_CNT_NEST_OVERFLOW] = "nesting_overflows",
+	[D9_CNT_THREAD_MAP_FULL] = "thread_map_full",
+	[D9_CNT_TASK_ID_BAD] = "task_id_unreadable",
+	[D9_CNT_PARK_HITS] = "park_point_captures",
+	[D9_CNT_STACK_ERRORS] = "stack_capture_errors",
+};
+
+static const char *worker_detection(const struct collector *c)
+{
+	size_t by_run = 0;
+
+	for (size_t i = 0; i < c->nworkers; i++)
+		by_run += c->workers[i].from_worker_run;
+	if (!c->nworkers)
+		return "none";
+	if (by_run == c->nworkers)
+		return "worker_run_arg";
+	return by_run ? "mixed" : "thread";
+}
+
+static void write_workers(FILE *f, const struct collector *c)
+{
+	fputs("  \"workers\": [", f);
+	for (size_t i = 0; i < c->nworkers; i++) {
+		const struct worker_info *w = &c->workers[i];
+
+		fprintf(f, "%s\n    {\"worker\": %d, \"key\": \"0x%" PRIx64 "\", \"detection\": \"%s\", "
+			   "\"tid\": %u, \"comm\": ",
+			i ? "," : "", w->index, w->key,
+			w->from_worker_run ? "worker_run_arg" : "thread", w->tid);
+		json_str(f, w->comm);
+		fprintf(f, ", \"samples_written\": %" PRIu64 ",\n     \"epochs\": [", w->samples);
+		for (size_t j = 0; j < w->nepochs; j++) {
+			const struct epoch_stat *e = &w->epochs[j];
+
+			fprintf(f,
+				"%s\n       {\"epoch\": %" PRIu64 ", \"eligible\": %" PRIu64
+				", \"selected\": %" PRIu64 ", \"refused_by_cap\": %" PRIu64
+				", \"probability\": %.9g, \"capped\": %s, \"calibrating\": %s, "
+				"\"complete\": %s}",
+				j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
+				(double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
+				e->calibrating ? "true" : "false", e->open ? "false" : "true");
+		}
+		fputs("]}", f);
+	}
+	fputs("\n  ],\n", f);
+}
+
+static void write_probes(FILE *f, const struct target *t, const struct run_summary *r)
+{
+	fprintf(f,
+		"  \"probes\": {\"attached\": %" PRIu64 ", \"link\": \"%s\", \"attach_ms\": %.1f, \"detach_ms\": %.1f, "
+		"\"poll_functions\": %zu, \"dealloc_functions\": %zu, \"worker_run\": %zu, "
+		"\"park_points\": %zu,\n    \"symbols\": [",
+		r->probes_attached, r->uprobe_multi ? "uprobe_multi" : "perf_event", r->attach_ms, r->detach_ms, t->count[PROBE_POLL],
+		t->count[PROBE_DEALLOC], t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK]);
+	for (size_t i = 0; i < t->nprobes; i++) {
+		fprintf(f, "%s\n      {\"kind\": \"%s\", \"offset\": \"0x%" PRIx64 "\", \"name\": ",
+			i ? "," : "", probe_kind_name(t->probes[i].kind), t->probes[i].offset);
+		json_str(f, t->probes[i].name);
+		fputc('}', f);
+	}
+	fputs("]},\n", f);
+}
+
+int metadata_write(const char *dir, const struct options *o, const struct target *t,
+		   const struct collector *c, const struct run_summary *r)
+{
+	char path[4096], tmp[4096];
+	struct utsname u;
+	FILE *f;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "%s/metadata.json", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.metadata.json.tmp", dir);
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	if (uname(&u))
+		memset(&u, 0, sizeof(u));
+	fputs("{\n  \"tool\": \"dial9-bpf\",\n  \"tool_version\": \"" DIAL9_VERSION "\",\n", f);
+	fputs("  \"kernel_release\": ", f);
+	json_str(f, u.release);
+	fprintf(f,
+		",\n  \"sampler\": {\"name\": \"per_worker_bernoulli_v1\", \"version\": 1, "
+		"\"per_worker_hz\": %" PRIu64 ", \"epoch\": \"CLOCK_MONOTONIC whole seconds\", "
+		"\"seed\": %" PRIu64 ",\n    \"cap\": {\"kind\": \"token_bucket\", \"rate_hz\": %" PRIu64
+		", \"burst\": %" PRIu64 "}},\n",
+		o->per_worker_hz, r->seed, o->per_worker_hz, o->cap_burst);
+	fprintf(f, "  \"target\": {\"pid\": %d, \"comm\": ", t->pid);
+	json_str(f, t->comm);
+	fputs(", \"exe\": ", f);
+	json_str(f, t->exe_path);
+	fputs("},\n  \"task_id_layout\": ", f);
+	json_str(f, r->task_id_layout);
+	fprintf(f,
+		",\n  \"sampling_started_at_ns\": %" PRIu64 ", \"sampling_stopped_at_ns\": %" PRIu64
+		", \"started_realtime_ns\": %" PRIu64 ",\n  \"stop_reason\": ",
+		r->started_ns, r->stopped_ns, r->started_realtime_ns);
+	json_str(f, r->stop_reason);
+	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
+	write_probes(f, t, r);
+	write_workers(f, c);
+	fputs("  \"counters\": {", f);
+	for (int i = 0; i < D9_CNT_MAX; i++)
+		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", counter_names[i], r->counters[i]);
+	fprintf(f,
+		"},\n  \"samples\": {\"written\": %" PRIu64 ", \"with_stack\": %" PRIu64
+		", \"stack_errors\": %" PRIu64 ", \"task_id_ok\": %" PRIu64 "}\n}\n",
+		c->samples_written, c->samples_with_stack, c->samples_stack_errors,
+		c->samples_task_id_ok);
+	if (fflush(f) || ferror(f) || fsync(fileno(f)))
+		err = errno ? -errno : -EIO;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}

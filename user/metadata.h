@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* metadata.json: what was sampled, how, and what the sampler counted. */
+#ifndef D9_METADATA_H
+#define D9_METADATA_H
+
+#include <stdint.h>
+#include "dial9_bpf.h"
+
+struct options;
+struct target;
+struct collector;
+
+struct run_summary {
+	uint64_t started_ns; /* CLOCK_MONOTONIC */
+	uint64_t stopped_ns;
+	uint64_t started_realtime_ns;
+	uint64_t seed;
+	const char *stop_reason;
+	const char *task_id_layout;
+	uint64_t counters[D9_CNT_MAX];
+	double attach_ms;
+	double detach_ms;
+	uint64_t probes_attached;
+	bool uprobe_multi;
+};
+
+/* Writes DIR/metadata.json atomically (temporary file + rename). Returns 0 or -errno. */
+int metadata_write(const char *dir, const struct options *o, const struct target *t,
+		   const struct collector *c, const struct run_summary *r);
+
+#endif

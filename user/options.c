@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <argp.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "options.h"
+
+const char *argp_program_version = "dial9-bpf " DIAL9_VERSION;
+const char *argp_program_bug_address = "<https://github.com/dial9-rs/dial9-bpf/issues>";
+
+static const char doc[] =
+	"Sample where the tasks of a running Tokio process run and park, under per-worker budgets.\n"
+	"\n"
+	"USAGE: dial9-bpf --pid PID [--duration SECS] [--output DIR] [--per-worker-hz N]\n"
+	"\n"
+	"EXAMPLES:\n"
+	"    sudo dial9-bpf --pid 1234                       # sample until Ctrl-C into ./dial9-out\n"
+	"    sudo dial9-bpf --pid 1234 --duration 10 --output /tmp/run1\n"
+	"    sudo dial9-bpf --pid 1234 --per-worker-hz 50 --cap-burst 200\n"
+	"    sudo dial9-bpf --pid 1234 --seed 42              # reproducible selection\n"
+	"\n"
+	"ENVIRONMENT (flags win):\n"
+	"    DIAL9_TASK_SAMPLING_ENABLED=0|1          0 refuses to sample\n"
+	"    DIAL9_TASK_SAMPLING_PER_WORKER_HZ=N      default for --per-worker-hz\n";
+
+enum {
+	OPT_CAP_BURST = 0x100,
+	OPT_SEED,
+};
+
+static const struct argp_option argp_opts[] = {
+	{"pid", 'p', "PID", 0, "Process to sample (required)", 0},
+	{"duration", 'd', "SECS", 0, "Stop after SECS seconds (default: until Ctrl-C)", 0},
+	{"output", 'o', "DIR", 0, "Output directory (default: dial9-out)", 0},
+	{"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
+	{"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 2 x hz)", 0},
+	{"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},
+	{"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},
+	{"quiet", 'q', NULL, 0, "No status line", 0},
+	{},
+};
+
+/* Strict unsigned parse: digits only, no sign, no trailing junk, no overflow. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* One line naming the problem and the fix; argp_error would add a second "Try --help" line. */
+#define bad_usage(...)                                                                             \
+	do {                                                                                       \
+		fprintf(stderr, "dial9-bpf: " __VA_ARGS__);                                        \
+		fputc('\n', stderr);                                                               \
+		return EINVAL;                                                                     \
+	} while (0)
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct options *o = state->input;
+	uint64_t v;
+	char *end;
+
+	switch (key) {
+	case 'p':
+		if (parse_u64(arg, &v) || v == 0 || v > 4194304)
+			bad_usage("invalid --pid '%s': give the numeric id of a running process", arg);
+		o->pid = (int)v;
+		break;
+	case 'd':
+		errno = 0;
+		o->duration_s = strtod(arg, &end);
+		if (errno || *end || end == arg || !(o->duration_s > 0) || o->duration_s > 1e7)
+			bad_usage("invalid --duration '%s': give seconds > 0", arg);
+		break;
+	case 'o':
+		if (!*arg)
+			bad_usage("invalid --output '': give a directory path");
+		o->output_dir = arg;
+		break;
+	case 'F':
+		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_HZ)
+			bad_usage("invalid --per-worker-hz '%s': give an integer from 1 to %llu",
+				   arg, D9_MAX_HZ);
+		o->per_worker_hz = v;
+		break;
+	case OPT_CAP_BURST:
+		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_BURST)
+			bad_usage("invalid --cap-burst '%s': give an integer from 1 to %llu", arg,
+				   D9_MAX_BURST);
+		o->cap_burst = v;
+		break;
+	case OPT_SEED:
+		if (parse_u64(arg, &v))
+			bad_usage("invalid --seed '%s': give a non-negative integer", arg);
+		o->seed = v;
+		o->seed_set = true;
+		break;
+	case 'v':
+		o->verbose = true;
+		break;
+	case 'q':
+		o->quiet = true;
+		break;
+	case ARGP_KEY_ARG:
+		bad_usage("unexpected argument '%s'", arg);
+		break;
+	case ARGP_KEY_END:
+		if (!o->pid)
+			bad_usage("missing --pid: give the process id of the Tokio program");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* Environment defaults. A bad value is an error, not silently ignored: the user set it. */
+static int env_defaults(struct options *o)
+{
+	const char *en = getenv("DIAL9_TASK_SAMPLING_ENABLED");
+	const char *hz = getenv("DIAL9_TASK_SAMPLING_PER_WORKER_HZ");
+	uint64_t v;
+
+	if (en && *en) {
+		if (!strcmp(en, "0") || !strcasecmp(en, "false")) {
+			fprintf(stderr, "dial9-bpf: task sampling is disabled by "
+					"DIAL9_TASK_SAMPLING_ENABLED=%s: unset it or set it to 1\n",
+				en);
+			return 1;
+		}
+		if (strcmp(en, "1") && strcasecmp(en, "true")) {
+			fprintf(stderr, "dial9-bpf: invalid DIAL9_TASK_SAMPLING_ENABLED='%s': use 1 or 0\n",
+				en);
+			return 2;
+		}
+	}
+	if (hz && *hz) {
+		if (parse_u64(hz, &v) || v == 0 || v > D9_MAX_HZ) {
+			fprintf(stderr,
+				"dial9-bpf: invalid DIAL9_TASK_SAMPLING_PER_WORKER_HZ='%s': use an "
+				"integer from 1 to %llu\n",
+				hz, D9_MAX_HZ);
+			return 2;
+		}
+		o->per_worker_hz = v;
+	}
+	return 0;
+}
+
+int options_parse(int argc, char **argv, struct options *o)
+{
+	static const struct argp argp = {argp_opts, parse_arg, NULL, doc, NULL, NULL, NULL};
+	int err;
+
+	memset(o, 0, sizeof(*o));
+	o->output_dir = "dial9-out";
+	o->per_worker_hz = 10;
+	err = env_defaults(o);
+	if (err)
+		return err;
+	err = argp_parse(&argp, argc, argv, 0, NULL, o);
+	if (err)
+		return 2;
+	if (!o->cap_burst)
+		o->cap_burst = 2 * o->per_worker_hz;
+	return 0;
+}

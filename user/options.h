@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Command line and environment options of dial9-bpf, validated in one place. */
+#ifndef D9_OPTIONS_H
+#define D9_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum d9_command {
+	D9_CMD_RECORD = 0,
+};
+
+struct options {
+	enum d9_command command;
+	int pid;
+	double duration_s; /* 0 = until SIGINT/SIGTERM or target exit */
+	const char *output_dir;
+	uint64_t per_worker_hz;
+	uint64_t cap_burst; /* token bucket size in samples; default 2 x hz */
+	bool seed_set;
+	uint64_t seed;
+	bool verbose;
+	bool quiet;
+};
+
+/* Largest per-worker rate accepted: beyond this a sample per eligible transition is the
+ * whole stream and the "budget" no longer bounds anything. */
+#define D9_MAX_HZ 100000ULL
+#define D9_MAX_BURST 1000000ULL
+
+/*
+ * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and
+ * DIAL9_TASK_SAMPLING_PER_WORKER_HZ (flags win). Returns 0 on success, or prints one line to
+ * stderr and returns a non-zero exit code (2 for bad usage).
+ */
+int options_parse(int argc, char **argv, struct options *opts);
+
+#endif

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "demangle.h"
+#include "elf_file.h"
+#include "target.h"
+
+/* Names after demangling without the hash. Generic functions demangle the same for every
+ * instance in legacy mangling, and with "::<...>" appended in v0 mangling. */
+static const struct {
+	const char *name;
+	enum probe_kind kind;
+	uint32_t cookie;
+	int prefix; /* match "name" or "name::<" / "name<" */
+} probe_names[] = {
+	{"tokio::runtime::task::raw::poll", PROBE_POLL, 0, 1},
+	{"tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0, 1},
+	{"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, 0},
+	{"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, 0},
+	{"tokio::runtime::task::waker::clone_waker", PROBE_PARK, D9_PARK_CLONE_WAKER, 1},
+	{"tokio::runtime::task::waker::wake_by_ref", PROBE_PARK, D9_PARK_WAKE_BY_REF, 1},
+	{"tokio::runtime::task::waker::wake_by_val", PROBE_PARK, D9_PARK_WAKE_BY_VAL, 1},
+	{"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK,
+	 D9_PARK_LEAF, 0},
+	{"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll",
+	 PROBE_PARK, D9_PARK_LEAF, 0},
+	{"<tokio::sync::notify::Notified as core::future::future::Future>::poll", PROBE_PARK,
+	 D9_PARK_LEAF, 0},
+	{"tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK, D9_PARK_LEAF,
+	 0},
+};
+
+const char *probe_kind_name(enum probe_kind k)
+{
+	static const char *const names[] = {"raw::poll", "raw::dealloc", "worker::run", "park"};
+
+	return k <= PROBE_PARK ? names[k] : "?";
+}
+
+const char *park_point_name(uint32_t cookie)
+{
+	switch (cookie) {
+	case D9_PARK_CLONE_WAKER:
+		return "clone_waker";
+	case D9_PARK_WAKE_BY_REF:
+		return "wake_by_ref";
+	case D9_PARK_WAKE_BY_VAL:
+		return "wake_by_val";
+	case D9_PARK_LEAF:
+		return "resource_poll";
+	default:
+		return "none";
+	}
+}
+
+int target_classify_symbol(const char *dm, enum probe_kind *kind, uint32_t *cookie)
+{
+	for (size_t i = 0; i < sizeof(probe_names) / sizeof(probe_names[0]); i++) {
+		size_t n = strlen(probe_names[i].name);
+
+		if (strncmp(dm, probe_names[i].name, n))
+			continue;
+		if (dm[n] && !(probe_names[i].prefix && (dm[n] == '<' || !strncmp(dm + n, "::<", 3))))
+			continue;
+		*kind = probe_names[i].kind;
+		*cookie = probe_names[i].cookie;
+		return 1;
+	}
+	return 0;
+}
+
+/* Cheap filter before demangling: only symbols that can name a tokio item. */
+static int maybe_tokio(const char *mangled)
+{
+	return strstr(mangled, "tokio") != NULL;
+}
+
+static int read_proc_state(int pid, char *state)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	*state = '?';
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "State:", 6)) {
+			char *p = line + 6;
+
+			while (*p == ' ' || *p == '\t')
+				p++;
+			*state = *p;
+			break;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static int check_process(struct target *t)
+{
+	char path[64], state = '?';
+	ssize_t n;
+	FILE *f;
+
+	if (kill(t->pid, 0) && errno == ESRCH) {
+		fprintf(stderr, "dial9-bpf: no process with pid %d: check the pid with `ps -e`\n",
+			t->pid);
+		return -ESRCH;
+	}
+	if (read_proc_state(t->pid, &state)) {
+		fprintf(stderr, "dial9-bpf: cannot read /proc/%d/status: %s: is /proc mounted?\n",
+			t->pid, strerror(errno));
+		return -ESRCH;
+	}
+	if (state == 'Z' || state == 'X') {
+		fprintf(stderr, "dial9-bpf: process %d is a zombie (exited, not reaped): profile a "
+				"live process\n",
+			t->pid);
+		return -ESRCH;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/comm", t->pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(t->comm, sizeof(t->comm), f))
+			t->comm[strcspn(t->comm, "\n")] = 0;
+		fclose(f);
+	}
+	snprintf(t->exe_link, sizeof(t->exe_link), "/proc/%d/exe", t->pid);
+	n = readlink(t->exe_link, t->exe_path, sizeof(t->exe_path) - 1);
+	if (n < 0) {
+		if (errno == ENOENT)
+			fprintf(stderr, "dial9-bpf: pid %d (%s) has no executable: it is a kernel "
+					"thread; give the pid of a Tokio program\n",
+				t->pid, t->comm);
+		else
+			fprintf(stderr, "dial9-bpf: failed to read %s: %s: run as root\n",
+				t->exe_link, strerror(errno));
+		return -ENOENT;
+	}
+	t->exe_path[n] = 0;
+	return 0;
+}
+
+static int add_probe(struct target *t, size_t *cap, const struct elf_sym *sym, const char *dm,
+		     enum probe_kind kind, uint32_t cookie)
+{
+	struct probe_spec *p;
+	uint64_t off;
+
+	if (elf_file_vaddr_to_offset(t->elf, sym->addr, &off))
+		return 0; /* not in a loaded segment: nothing to probe */
+	for (size_t i = 0; i < t->nprobes; i++)
+		if (t->probes[i].offset == off && t->probes[i].kind == kind)
+			return 0; /* aliases of one function */
+	if (t->nprobes == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 32;
+		void *np = realloc(t->probes, ncap * sizeof(*t->probes));
+
+		if (!np)
+			return -ENOMEM;
+		t->probes = np;
+		*cap = ncap;
+	}
+	p = &t->probes[t->nprobes++];
+	p->kind = kind;
+	p->cookie = cookie;
+	p->vaddr = sym->addr;
+	p->offset = off;
+	p->name = strdup(dm);
+	if (!p->name)
+		return -ENOMEM;
+	t->count[kind]++;
+	return 0;
+}
+
+static int scan_syms(struct target *t, const struct elf_sym *syms, size_t n, size_t *cap)
+{
+	for (size_t i = 0; i < n; i++) {
+		enum probe_kind kind;
+		uint32_t cookie;
+		char *dm;
+		int err;
+
+		if (!maybe_tokio(syms[i].name))
+			continue;
+		dm = demangle(syms[i].name);
+		if (!dm)
+			return -ENOMEM;
+		err = target_classify_symbol(dm, &kind, &cookie)
+			      ? add_probe(t, cap, &syms[i], dm, kind, cookie)
+			      : 0;
+		free(dm);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Aliases too: a function folded with an identical one keeps only one name in the sorted
+ * table, and the probe point may be the other name. */
+static int find_probes(struct target *t)
+{
+	const struct elf_sym *syms;
+	size_t n, cap = 0;
+	int err;
+
+	syms = elf_file_syms(t->elf, &n);
+	err = scan_syms(t, syms, n, &cap);
+	if (err)
+		return err;
+	syms = elf_file_aliases(t->elf, &n);
+	return scan_syms(t, syms, n, &cap);
+}
+
+/* A stripped binary has no symbols to say whether it is a Tokio program; Tokio's panic
+ * locations and thread names leave "tokio" in its read-only data. */
+static bool file_mentions_tokio(const char *path)
+{
+	struct stat st;
+	bool found = false;
+	void *p;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (!fstat(fd, &st) && st.st_size > 0) {
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (p != MAP_FAILED) {
+			found = memmem(p, (size_t)st.st_size, "tokio", 5) != NULL;
+			munmap(p, (size_t)st.st_size);
+		}
+	}
+	close(fd);
+	return found;
+}
+
+static void report_no_tokio(const struct target *t)
+{
+	fprintf(stderr, "dial9-bpf: %s (pid %d) has no tokio::runtime::task::raw::poll: it is not a "
+			"Tokio program (or links Tokio from a shared library); give the pid of a "
+			"Tokio program\n",
+		t->exe_path, t->pid);
+}
+
+int target_open(int pid, struct target **out)
+{
+	struct target *t = calloc(1, sizeof(*t));
+	int err;
+
+	if (!t) {
+		fprintf(stderr, "dial9-bpf: failed to allocate: %s\n", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	t->pid = pid;
+	err = check_process(t);
+	if (err)
+		goto fail;
+	err = elf_file_open(t->exe_link, &t->elf);
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to read the executable %s of pid %d: %s: give the "
+				"pid of a native (ELF) Tokio program\n",
+			t->exe_path, pid, err == -ENOEXEC ? "not a valid ELF file" : strerror(-err));
+		goto fail;
+	}
+	if (!elf_file_has_symtab(t->elf) && !file_mentions_tokio(t->exe_link)) {
+		report_no_tokio(t);
+		err = -ENOENT;
+		goto fail;
+	}
+	if (!elf_file_has_symtab(t->elf)) {
+		fprintf(stderr, "dial9-bpf: %s (pid %d) is stripped (no .symtab), so Tokio's poll "
+				"functions cannot be found: build it with `strip = false` (or keep a "
+				"copy with symbols) and restart it\n",
+			t->exe_path, pid);
+		err = -ENOENT;
+		goto fail;
+	}
+	err = find_probes(t);
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to scan symbols of %s: %s\n", t->exe_path,
+			strerror(-err));
+		goto fail;
+	}
+	if (!t->count[PROBE_POLL]) {
+		report_no_tokio(t);
+		err = -ENOENT;
+		goto fail;
+	}
+	*out = t;
+	return 0;
+fail:
+	target_close(t);
+	return err;
+}
+
+void target_close(struct target *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nprobes; i++)
+		free(t->probes[i].name);
+	free(t->probes);
+	if (t->elf)
+		elf_file_close(t->elf);
+	free(t);
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "elf_file.h"
+#include "target.h"
+#include "tokio_layout.h"
+
+#define VTABLE_FNS 7 /* poll, schedule, dealloc, try_read_output, drop_join_handle_slow,
+			drop_abort_handle, shutdown (1.24) */
+#define ID_OFF_FIELD 72
+
+static bool is_poll_addr(const struct target *t, uint64_t v)
+{
+	for (size_t i = 0; i < t->nprobes; i++)
+		if (t->probes[i].kind == PROBE_POLL && t->probes[i].vaddr == v)
+			return true;
+	return false;
+}
+
+static bool read_u64_at(int fd, const struct elf_file *ef, uint64_t vaddr, uint64_t *out)
+{
+	uint64_t off;
+
+	if (elf_file_vaddr_to_offset(ef, vaddr, &off))
+		return false;
+	return pread(fd, out, sizeof(*out), (off_t)off) == sizeof(*out);
+}
+
+/* The Core's task_id sits after the Header (64 bytes with padding in 1.24) and the scheduler
+ * handle; anything beyond a few KiB is not an offset into a task cell. */
+static bool plausible_offset(uint64_t v)
+{
+	return v >= 24 && v <= 4096 && !(v & 7);
+}
+
+static void check_vtable(int fd, const struct elf_file *ef, uint64_t vt, struct task_id_layout *l)
+{
+	uint64_t trailer, sched, id;
+
+	l->vtables_found++;
+	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + 64, &sched) ||
+	    !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
+		return;
+	if (plausible_offset(trailer) && plausible_offset(sched) && plausible_offset(id) &&
+	    id != trailer)
+		l->vtables_valid++;
+}
+
+/* PIE: vtable entries are R_X86_64_RELATIVE relocations whose addend is the function. */
+static void scan_relocs(int fd, Elf *elf, const struct elf_file *ef, const struct target *t,
+			struct task_id_layout *l)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data)
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Rela r;
+
+			if (!gelf_getrela(data, (int)i, &r))
+				break;
+			if (GELF_R_TYPE(r.r_info) == R_X86_64_RELATIVE &&
+			    is_poll_addr(t, (uint64_t)r.r_addend))
+				check_vtable(fd, ef, r.r_offset, l);
+		}
+	}
+}
+
+/* Non-PIE: the vtable holds the absolute address; look for it in read-only data. */
+static void scan_data(int fd, Elf *elf, const struct elf_file *ef, const struct target *t,
+		      struct task_id_layout *l)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || (strcmp(name, ".data.rel.ro") && strcmp(name, ".rodata")))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data || !data->d_buf)
+			continue;
+		for (size_t off = 0; off + 8 <= data->d_size; off += 8) {
+			uint64_t v;
+
+			memcpy(&v, (char *)data->d_buf + off, 8);
+			if (is_poll_addr(t, v))
+				check_vtable(fd, ef, sh.sh_addr + off, l);
+		}
+	}
+}
+
+const char *tokio_task_id_layout(const struct elf_file *ef, const struct target *t,
+				 struct task_id_layout *l)
+{
+	static char desc[160];
+	Elf *elf;
+	int fd;
+
+	memset(l, 0, sizeof(*l));
+	l->hdr_vtable_off = 16;
+	l->vtable_id_off = ID_OFF_FIELD;
+	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return "unverified: executable unreadable; task ids not read";
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf) {
+		scan_relocs(fd, elf, ef, t, l);
+		if (!l->vtables_found)
+			scan_data(fd, elf, ef, t, l);
+		elf_end(elf);
+	}
+	close(fd);
+	/* Every vtable must agree: one odd table means the layout is not what we think. */
+	l->valid = l->vtables_found > 0 && l->vtables_valid == l->vtables_found;
+	snprintf(desc, sizeof(desc), "%s: %u of %u task vtables have a plausible id_offset at +%u%s",
+		 l->valid ? "validated" : "unverified", l->vtables_valid, l->vtables_found,
+		 ID_OFF_FIELD, l->valid ? "" : "; task ids not read");
+	return desc;
+}
