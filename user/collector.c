@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "collector.h"
-#include "json.h"
 #include "symbolize.h"
 #include "target.h"
 
@@ -17,12 +17,13 @@ struct pending_sample {
 	struct d9_sample s; /* stack trimmed to the captured frames */
 };
 
-void collector_init(struct collector *c, int pid, FILE *out, struct symbolizer *sym,
-		    open_epoch_fn fn, void *ctx)
+void collector_init(struct collector *c, int pid, struct writer *writers, size_t nwriters,
+		    struct symbolizer *sym, open_epoch_fn fn, void *ctx)
 {
 	memset(c, 0, sizeof(*c));
 	c->pid = pid;
-	c->out = out;
+	c->writers = writers;
+	c->nwriters = nwriters;
 	c->sym = sym;
 	c->open_epoch = fn;
 	c->open_epoch_ctx = ctx;
@@ -190,57 +191,99 @@ static bool epoch_capped(struct collector *c, struct worker_info *w, uint64_t ep
 	return false;
 }
 
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* floor(x) plus one with probability frac(x): an integer whose expectation is x. The draw is
+ * a hash of the sample so that reruns of the same input write the same weights. */
+static uint64_t stochastic_round(double x, uint64_t h)
+{
+	double fl = (double)(uint64_t)x;
+	double u = (double)(mix64(h) >> 11) * 0x1.0p-53;
+
+	return (uint64_t)fl + (u < x - fl ? 1 : 0);
+}
+
+static void note_thread(struct collector *c, uint32_t tid, int worker)
+{
+	struct run_thread *t;
+
+	for (size_t i = 0; i < c->nthreads; i++) {
+		if (c->threads[i].tid == tid) {
+			c->threads[i].worker = worker;
+			return;
+		}
+	}
+	if (c->nthreads == c->threads_cap) {
+		size_t ncap = c->threads_cap ? c->threads_cap * 2 : 16;
+		void *np = realloc(c->threads, ncap * sizeof(*c->threads));
+
+		if (!np)
+			return;
+		c->threads = np;
+		c->threads_cap = ncap;
+	}
+	t = &c->threads[c->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->pid = (uint32_t)c->pid;
+	t->tid = tid;
+	t->worker = worker;
+	read_comm(c->pid, tid, t->comm);
+}
+
 static void write_sample(struct collector *c, const struct d9_sample *s)
 {
 	struct worker_info *w = collector_worker(c, s->worker);
-	bool capped = (s->flags & D9_SF_CAPPED) || epoch_capped(c, w, s->epoch);
 	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
-	uint64_t ts = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
-	FILE *f = c->out;
-	const char *outcome = (s->flags & D9_SF_COMPLETE) ? "complete"
-			      : (s->flags & D9_SF_PENDING) ? "pending"
-							   : "unknown";
+	struct task_frame frames[D9_MAX_STACK_DEPTH];
+	struct task_sample ts = {};
 
-	fprintf(f,
-		"{\"timestamp_ns\":%" PRIu64 ",\"pid\":%u,\"tid\":%u,\"worker\":%d,"
-		"\"worker_key\":\"0x%" PRIx64 "\",\"task_id\":",
-		ts, s->pid, s->tid, w ? w->index : -1, (uint64_t)s->worker);
-	if (s->flags & D9_SF_TASK_ID_OK)
-		fprintf(f, "%" PRIu64, (uint64_t)s->task_id);
-	else
-		fputs("null", f);
-	fprintf(f,
-		",\"task_id_ok\":%s,\"inclusion_probability\":%.9g,\"epoch\":%" PRIu64
-		",\"idle_start_ns\":%" PRIu64 ",\"idle_end_ns\":%" PRIu64
-		",\"idle_ns\":%" PRIu64 ",\"poll_duration_ns\":%" PRIu64
-		",\"capped\":%s,\"outcome\":\"%s\",\"park_point\":\"%s\"",
-		(s->flags & D9_SF_TASK_ID_OK) ? "true" : "false",
-		(double)s->prob / (double)D9_PROB_ONE, (uint64_t)s->epoch, (uint64_t)s->idle_start_ns,
-		(uint64_t)s->idle_end_ns, (uint64_t)(s->idle_end_ns - s->idle_start_ns),
-		(uint64_t)(s->poll_end_ns - s->idle_end_ns),
-		capped ? "true" : "false", outcome, park_point_name(s->park_point));
-	if (s->stack_bytes < 0)
-		fprintf(f, ",\"stack_error\":%d", s->stack_bytes);
-	fputs(",\"stack\":[", f);
 	for (size_t i = 0; i < nframes; i++) {
-		struct sym_info si;
-		int found = !symbolizer_resolve(c->sym, s->stack[i], &si);
+		struct sym_info si = {};
 
-		fprintf(f, "%s{\"addr\":\"0x%" PRIx64 "\",\"name\":", i ? "," : "", (uint64_t)s->stack[i]);
-		json_str(f, found ? si.name : NULL);
-		fputs(",\"module\":", f);
-		json_str(f, si.module);
-		fputc('}', f);
+		frames[i].addr = s->stack[i];
+		frames[i].name = symbolizer_resolve(c->sym, s->stack[i], &si) ? NULL : si.name;
+		frames[i].module = si.module;
+		frames[i].file_offset = si.file_offset;
 	}
-	fputs("]}\n", f);
-	if (ferror(f))
-		c->write_errors++;
+	ts.timestamp_ns = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
+	ts.pid = s->pid;
+	ts.tid = s->tid;
+	ts.worker = w ? w->index : -1;
+	ts.worker_key = s->worker;
+	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
+	ts.task_id = s->task_id;
+	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
+	ts.epoch = s->epoch;
+	ts.idle_start_ns = s->idle_start_ns;
+	ts.idle_end_ns = s->idle_end_ns;
+	ts.poll_end_ns = s->poll_end_ns;
+	ts.capped = (s->flags & D9_SF_CAPPED) || epoch_capped(c, w, s->epoch);
+	ts.outcome = (s->flags & D9_SF_COMPLETE)  ? "complete"
+		     : (s->flags & D9_SF_PENDING) ? "pending"
+						  : "unknown";
+	ts.park_point = park_point_name(s->park_point);
+	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
+	ts.weight_count = stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
+	ts.weight_idle_ns = (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts.prob + 0.5);
+	ts.nframes = nframes;
+	ts.frames = frames;
+	note_thread(c, s->tid, ts.worker);
+
+	for (size_t i = 0; i < c->nwriters; i++)
+		if (c->writers[i].sample(&c->writers[i], &ts))
+			c->write_errors++;
 	c->samples_written++;
 	if (nframes)
 		c->samples_with_stack++;
 	if (s->stack_bytes < 0)
 		c->samples_stack_errors++;
-	if (s->flags & D9_SF_TASK_ID_OK)
+	if (ts.task_id_ok)
 		c->samples_task_id_ok++;
 	if (w)
 		w->samples++;
@@ -260,7 +303,6 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 		c->npending--;
 		free(p);
 	}
-	fflush(c->out);
 }
 
 void collector_close_epochs(struct collector *c)
@@ -290,5 +332,6 @@ void collector_free(struct collector *c)
 	for (size_t i = 0; i < c->nworkers; i++)
 		free(c->workers[i].epochs);
 	free(c->workers);
+	free(c->threads);
 	memset(c, 0, sizeof(*c));
 }

@@ -9,8 +9,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include "dial9_bpf.h"
+#include "writer.h"
 
 struct symbolizer;
 
@@ -45,7 +45,8 @@ typedef int (*open_epoch_fn)(void *ctx, uint64_t worker, struct d9_worker_state 
 
 struct collector {
 	int pid;
-	FILE *out; /* samples.jsonl */
+	struct writer *writers;
+	size_t nwriters;
 	struct symbolizer *sym;
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
@@ -63,10 +64,15 @@ struct collector {
 	uint64_t samples_task_id_ok;
 	uint64_t records;
 	uint64_t write_errors;
+
+	/* Threads seen in samples, for COMM records and labels. */
+	struct run_thread *threads;
+	size_t nthreads;
+	size_t threads_cap;
 };
 
-void collector_init(struct collector *c, int pid, FILE *out, struct symbolizer *sym,
-		    open_epoch_fn fn, void *ctx);
+void collector_init(struct collector *c, int pid, struct writer *writers, size_t nwriters,
+		    struct symbolizer *sym, open_epoch_fn fn, void *ctx);
 /* ring_buffer callback: data is one record. */
 int collector_handle(void *ctx, void *data, size_t size);
 /* Writes every sample whose epoch ended before now_ns (monotonic); all of them if final. */

@@ -24,6 +24,7 @@
 #include "collector.h"
 #include "metadata.h"
 #include "options.h"
+#include "report.h"
 #include "sampler.skel.h"
 #include "symbolize.h"
 #include "target.h"
@@ -155,6 +156,52 @@ static int make_output_dir(const char *dir, bool *created)
 	return 0;
 }
 
+static int open_writers(const struct options *o, struct writer *w, size_t *n)
+{
+	static const struct {
+		unsigned int bit;
+		int (*open)(const char *dir, struct writer *w);
+	} all[] = {
+		{D9_FMT_JSONL, jsonl_writer_open},   {D9_FMT_PERF, perf_writer_open},
+		{D9_FMT_PPROF, pprof_writer_open},   {D9_FMT_FOLDED, folded_writer_open},
+		{D9_FMT_FLAMEGRAPH, flamegraph_writer_open},
+	};
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		int err;
+
+		if (!(o->formats & all[i].bit))
+			continue;
+		err = all[i].open(o->output_dir, &w[*n]);
+		if (err)
+			return err;
+		(*n)++;
+	}
+	return 0;
+}
+
+static int finish_writers(const struct options *o, const struct target *t,
+			  struct symbolizer *sym, const struct collector *col,
+			  const struct run_summary *run, struct writer *w, size_t n)
+{
+	struct run_context rc = {
+		.opts = o,
+		.target = t,
+		.sym = sym,
+		.started_ns = run->started_ns,
+		.stopped_ns = run->stopped_ns,
+		.realtime_offset_ns = run->started_realtime_ns - run->started_ns,
+		.stop_reason = run->stop_reason,
+		.nthreads = col->nthreads,
+		.threads = col->threads,
+	};
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++)
+		failed |= w[i].finish(&w[i], &rc) != 0;
+	return failed || col->write_errors;
+}
+
 int main(int argc, char **argv)
 {
 	struct attachment links = {};
@@ -164,16 +211,18 @@ int main(int argc, char **argv)
 	struct symbolizer *sym = NULL;
 	struct target *t = NULL;
 	struct collector col = {};
-	char samples_path[4096];
+	struct writer writers[8];
+	size_t nwriters = 0;
 	bool dir_created = false, running = false, tty = isatty(STDERR_FILENO);
 	struct options o;
-	FILE *samples = NULL;
 	int err, pidfd = -1, status_every;
 	uint64_t last_status, t0;
 
 	err = options_parse(argc, argv, &o);
 	if (err)
 		return err;
+	if (o.command == D9_CMD_REPORT)
+		return report_main(o.report_dir);
 	err = check_system();
 	if (err)
 		return err;
@@ -217,12 +266,8 @@ int main(int argc, char **argv)
 	}
 
 	err = make_output_dir(o.output_dir, &dir_created);
-	if (!err) {
-		snprintf(samples_path, sizeof(samples_path), "%s/samples.jsonl", o.output_dir);
-		samples = fopen(samples_path, "we");
-		if (!samples)
-			err = -errno;
-	}
+	if (!err)
+		err = open_writers(&o, writers, &nwriters);
 	if (err) {
 		fprintf(stderr, "dial9-bpf: failed to create output in '%s': %s: give a writable "
 				"--output directory\n",
@@ -237,7 +282,7 @@ int main(int argc, char **argv)
 		err = 1;
 		goto cleanup;
 	}
-	collector_init(&col, o.pid, samples, sym, read_open_epoch, skel);
+	collector_init(&col, o.pid, writers, nwriters, sym, read_open_epoch, skel);
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), collector_handle, &col, NULL);
 	if (!rb) {
 		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));
@@ -313,11 +358,9 @@ cleanup:
 		read_counters(skel, run.counters);
 		collector_close_epochs(&col);
 		collector_flush(&col, UINT64_MAX, true);
-		if (fflush(samples) || ferror(samples) || col.write_errors) {
-			fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", samples_path,
-				strerror(errno ? errno : EIO));
+		if (finish_writers(&o, t, sym, &col, &run, writers, nwriters))
 			err = 1;
-		}
+		nwriters = 0;
 		int merr = metadata_write(o.output_dir, &o, t, &col, &run);
 		if (merr) {
 			fprintf(stderr, "dial9-bpf: failed to write %s/metadata.json: %s\n",
@@ -330,19 +373,15 @@ cleanup:
 			fprintf(stderr,
 				"dial9-bpf: %s after %.1fs: %" PRIu64 " samples from %zu workers "
 				"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
-				" ring-buffer drops; wrote %s and %s/metadata.json\n",
+				" ring-buffer drops; wrote %s/\n",
 				run.stop_reason, (run.stopped_ns - run.started_ns) / 1e9,
 				col.samples_written, col.nworkers, col.samples_with_stack,
-				run.counters[D9_CNT_POLLS], run.counters[D9_CNT_RB_DROPS], samples_path,
-				o.output_dir);
+				run.counters[D9_CNT_POLLS], run.counters[D9_CNT_RB_DROPS], o.output_dir);
 		}
 	}
-	if (samples && fclose(samples) && !err) {
-		fprintf(stderr, "dial9-bpf: failed to close %s: %s\n", samples_path, strerror(errno));
-		err = 1;
-	}
-	if (!running && samples)
-		unlink(samples_path); /* never leave a half-written output behind */
+	/* Never leave a half-written output behind a run that did not start. */
+	for (size_t i = 0; i < nwriters; i++)
+		writers[i].abort(&writers[i]);
 	if (!running && dir_created)
 		rmdir(o.output_dir);
 	if (pidfd >= 0)

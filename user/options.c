@@ -13,21 +13,25 @@ const char *argp_program_bug_address = "<https://github.com/dial9-rs/dial9-bpf/i
 static const char doc[] =
 	"Sample where the tasks of a running Tokio process run and park, under per-worker budgets.\n"
 	"\n"
-	"USAGE: dial9-bpf --pid PID [--duration SECS] [--output DIR] [--per-worker-hz N]\n"
+	"USAGE: dial9-bpf --pid PID [-d SECS] [-o DIR] [-F HZ]\n"
+	"       dial9-bpf report DIR\n"
 	"\n"
 	"EXAMPLES:\n"
-	"    sudo dial9-bpf --pid 1234                       # sample until Ctrl-C into ./dial9-out\n"
-	"    sudo dial9-bpf --pid 1234 --duration 10 --output /tmp/run1\n"
-	"    sudo dial9-bpf --pid 1234 --per-worker-hz 50 --cap-burst 200\n"
-	"    sudo dial9-bpf --pid 1234 --seed 42              # reproducible selection\n"
+	"  sudo dial9-bpf --pid 1234                 # until Ctrl-C, into ./dial9-out\n"
+	"  sudo dial9-bpf --pid 1234 -d 10 -o /tmp/run1\n"
+	"  sudo dial9-bpf --pid 1234 -F 50 --cap-burst 200   # 50 samples/s/worker\n"
+	"  sudo dial9-bpf --pid 1234 --seed 42       # reproducible selection\n"
+	"  sudo dial9-bpf --pid 1234 --format perf,folded\n"
+	"  dial9-bpf report /tmp/run1                # summary of a previous run\n"
 	"\n"
 	"ENVIRONMENT (flags win):\n"
-	"    DIAL9_TASK_SAMPLING_ENABLED=0|1          0 refuses to sample\n"
-	"    DIAL9_TASK_SAMPLING_PER_WORKER_HZ=N      default for --per-worker-hz\n";
+	"  DIAL9_TASK_SAMPLING_ENABLED=0|1         0 refuses to sample\n"
+	"  DIAL9_TASK_SAMPLING_PER_WORKER_HZ=N     default for --per-worker-hz\n";
 
 enum {
 	OPT_CAP_BURST = 0x100,
 	OPT_SEED,
+	OPT_FORMAT,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -37,6 +41,8 @@ static const struct argp_option argp_opts[] = {
 	{"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
 	{"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 2 x hz)", 0},
 	{"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},
+	{"format", OPT_FORMAT, "LIST", 0,
+	 "Outputs, comma separated: jsonl,perf,pprof,folded,flamegraph or all (default all)", 0},
 	{"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},
 	{"quiet", 'q', NULL, 0, "No status line", 0},
 	{},
@@ -65,6 +71,36 @@ static int parse_u64(const char *s, uint64_t *out)
 		fputc('\n', stderr);                                                               \
 		return EINVAL;                                                                     \
 	} while (0)
+
+static int parse_formats(const char *arg, unsigned int *out)
+{
+	static const struct {
+		const char *name;
+		unsigned int bit;
+	} names[] = {
+		{"jsonl", D9_FMT_JSONL},   {"perf", D9_FMT_PERF},
+		{"pprof", D9_FMT_PPROF},   {"folded", D9_FMT_FOLDED},
+		{"flamegraph", D9_FMT_FLAMEGRAPH}, {"all", D9_FMT_ALL},
+	};
+	const char *p = arg;
+
+	*out = 0;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		size_t i;
+
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strlen(names[i].name) == len && !strncmp(p, names[i].name, len))
+				break;
+		if (i == sizeof(names) / sizeof(names[0]))
+			return -EINVAL;
+		*out |= names[i].bit;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return *out ? 0 : -EINVAL;
+}
 
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
@@ -106,6 +142,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad_usage("invalid --seed '%s': give a non-negative integer", arg);
 		o->seed = v;
 		o->seed_set = true;
+		break;
+	case OPT_FORMAT:
+		if (parse_formats(arg, &o->formats))
+			bad_usage("invalid --format '%s': use a comma-separated list of jsonl, perf, "
+				  "pprof, folded, flamegraph or all",
+				  arg);
 		break;
 	case 'v':
 		o->verbose = true;
@@ -166,6 +208,17 @@ int options_parse(int argc, char **argv, struct options *o)
 
 	memset(o, 0, sizeof(*o));
 	o->output_dir = "dial9-out";
+	o->formats = D9_FMT_JSONL; /* TEMPORARY until the other writers land */
+	if (argc >= 2 && !strcmp(argv[1], "report")) {
+		if (argc != 3 || argv[2][0] == '-') {
+			fprintf(stderr, "dial9-bpf: usage: dial9-bpf report DIR (the --output "
+					"directory of a previous run)\n");
+			return 2;
+		}
+		o->command = D9_CMD_REPORT;
+		o->report_dir = argv[2];
+		return 0;
+	}
 	o->per_worker_hz = 10;
 	err = env_defaults(o);
 	if (err)

@@ -8,6 +8,16 @@
 
 enum d9_command {
 	D9_CMD_RECORD = 0,
+	D9_CMD_REPORT, /* dial9-bpf report DIR */
+};
+
+enum d9_format {
+	D9_FMT_JSONL = 1 << 0,
+	D9_FMT_PERF = 1 << 1,
+	D9_FMT_PPROF = 1 << 2,
+	D9_FMT_FOLDED = 1 << 3,
+	D9_FMT_FLAMEGRAPH = 1 << 4,
+	D9_FMT_ALL = (1 << 5) - 1,
 };
 
 struct options {
@@ -15,6 +25,8 @@ struct options {
 	int pid;
 	double duration_s; /* 0 = until SIGINT/SIGTERM or target exit */
 	const char *output_dir;
+	unsigned int formats; /* enum d9_format bits */
+	const char *report_dir;
 	uint64_t per_worker_hz;
 	uint64_t cap_burst; /* token bucket size in samples; default 2 x hz */
 	bool seed_set;

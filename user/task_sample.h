@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A TaskSampleEvent as the writers see it: symbolized, with its sampling metadata and the
+ * integer weights every output uses, so that all formats sum to the same estimates.
+ */
+#ifndef D9_TASK_SAMPLE_H
+#define D9_TASK_SAMPLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct task_frame {
+	uint64_t addr;        /* runtime address: the ip for the leaf, return addresses above */
+	const char *name;     /* demangled function, NULL when unknown */
+	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
+	uint64_t file_offset; /* addr translated into module */
+};
+
+struct task_sample {
+	uint64_t timestamp_ns; /* CLOCK_MONOTONIC capture time */
+	uint32_t pid, tid;
+	int worker; /* index in metadata.json */
+	uint64_t worker_key;
+	bool task_id_ok;
+	uint64_t task_id;
+	double prob; /* inclusion probability */
+	uint64_t epoch;
+	uint64_t idle_start_ns, idle_end_ns, poll_end_ns;
+	bool capped;
+	const char *outcome;    /* "pending", "complete", "unknown" */
+	const char *park_point; /* which probe captured the stack */
+	int stack_error;        /* negative errno of the stack capture, 0 if fine */
+	/*
+	 * Horvitz-Thompson weights as integers (perf periods and folded counts must be
+	 * integers): weight_count estimates resumes and is 1/p rounded stochastically (floor,
+	 * plus one with probability of the fraction, from a hash of the sample), so it stays
+	 * unbiased; weight_idle_ns estimates time spent parked, idle / p rounded.
+	 */
+	uint64_t weight_count;
+	uint64_t weight_idle_ns;
+	size_t nframes;
+	const struct task_frame *frames; /* leaf first */
+};
+
+#endif
