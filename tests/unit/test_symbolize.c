@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <cmocka.h>
+
+#include "symbolize.h"
+
+int dial9_test_sym_target(int x);
+__attribute__((noinline)) int dial9_test_sym_target(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x * 7 + 3;
+}
+
+/* A Rust legacy-mangled name, to see the demangled form come out. */
+int dial9_rust_named(int x) __asm__("_ZN5dial94test6target17h0123456789abcdefE");
+__attribute__((noinline)) int dial9_rust_named(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 11;
+}
+
+static uint64_t addr_of(const void *p)
+{
+	return (uint64_t)(uintptr_t)p;
+}
+
+static void self_exe(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+
+	assert_true(n > 0);
+	buf[n] = '\0';
+}
+
+static void test_own_function(void **state)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct sym_info si, si2;
+	char exe[PATH_MAX];
+
+	(void)state;
+	assert_non_null(s);
+	self_exe(exe, sizeof(exe));
+
+	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_test_sym_target), &si), 0);
+	assert_string_equal(si.name, "dial9_test_sym_target");
+	assert_int_equal(si.sym_offset, 0);
+	assert_string_equal(si.module, exe);
+
+	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_test_sym_target) + 2, &si2), 0);
+	assert_int_equal(si2.sym_offset, 2);
+	assert_int_equal(si2.file_offset, si.file_offset + 2);
+	/* Demangled once, then served from the cache. */
+	assert_ptr_equal(si2.name, si.name);
+
+	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_rust_named) + 1, &si), 0);
+	assert_string_equal(si.name, "dial9::test::target");
+	assert_int_equal(si.sym_offset, 1);
+
+	assert_non_null(symbolizer_module_elf(s, addr_of(dial9_test_sym_target)));
+	symbolizer_free(s);
+}
+
+static void test_libc_function(void **state)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct sym_info si;
+	void *libc, *fn;
+
+	(void)state;
+	/* Ask libc itself: in a non-PIE build &getpid could be the executable's PLT stub. */
+	libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	assert_non_null(libc);
+	fn = dlsym(libc, "getpid");
+	assert_non_null(fn);
+
+	assert_int_equal(symbolizer_resolve(s, addr_of(fn), &si), 0);
+	assert_non_null(strstr(si.name, "getpid"));
+	assert_int_equal(si.sym_offset, 0);
+	assert_non_null(strstr(si.module, "libc"));
+	dlclose(libc);
+	symbolizer_free(s);
+}
+
+static void test_vdso(void **state)
+{
+	uint64_t base = getauxval(AT_SYSINFO_EHDR), vaddr = 0, off;
+	struct symbolizer *s = symbolizer_new(getpid());
+	const struct elf_sym *syms;
+	const struct proc_map *maps, *m;
+	struct elf_file *ef;
+	struct sym_info si;
+	size_t n;
+
+	(void)state;
+	if (!base)
+		skip();
+	maps = symbolizer_maps(s, &n);
+	m = proc_maps_find(maps, n, base);
+	assert_non_null(m);
+	assert_int_equal(elf_file_open_mem((void *)(uintptr_t)base, m->end - m->start, &ef), 0);
+	syms = elf_file_syms(ef, &n);
+	for (size_t i = 0; i < n; i++)
+		if (strstr(syms[i].name, "clock_gettime"))
+			vaddr = syms[i].addr;
+	assert_true(vaddr != 0);
+	assert_int_equal(elf_file_vaddr_to_offset(ef, vaddr, &off), 0);
+	elf_file_close(ef);
+
+	assert_int_equal(symbolizer_resolve(s, base + off + 1, &si), 0);
+	assert_non_null(strstr(si.name, "clock_gettime"));
+	assert_int_equal(si.sym_offset, 1);
+	assert_string_equal(si.module, "[vdso]");
+	symbolizer_free(s);
+}
+
+static void test_unknown(void **state)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct sym_info si;
+	void *anon;
+
+	(void)state;
+	assert_int_equal(symbolizer_resolve(s, 0, &si), -ENOENT);
+	assert_null(si.name);
+	assert_null(si.module);
+	assert_int_equal(symbolizer_resolve(s, UINT64_MAX - 4096, &si), -ENOENT);
+
+	anon = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(anon != MAP_FAILED);
+	/* Force the new mapping in; the rate limit would otherwise hide it for a while. */
+	assert_int_equal(symbolizer_refresh(s), 0);
+	assert_int_equal(symbolizer_resolve(s, addr_of(anon) + 8, &si), -ENOENT);
+	assert_null(si.name);
+	assert_null(si.module);
+	munmap(anon, 4096);
+	symbolizer_free(s);
+
+	/* A process that does not exist: an error, not a crash. */
+	s = symbolizer_new(INT_MAX);
+	assert_non_null(s);
+	assert_true(symbolizer_resolve(s, addr_of(dial9_test_sym_target), &si) < 0);
+	symbolizer_free(s);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * A library loaded after the maps were read is picked up by the rate-limited re-read, and is
+ * resolved even though its file was deleted meanwhile (as after a redeploy).
+ */
+static void test_late_deleted_library(void **state)
+{
+	char dir[] = "/tmp/dial9-sym-XXXXXX", path[128], cmd[384];
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct sym_info si;
+	void *lib, *fn;
+	FILE *f;
+	int err;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/late.c", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("__attribute__((noinline)) int dial9_late_fn(int x) { return x * 5 + 2; }\n", f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cc -O1 -shared -fPIC -o %s/late.so %s", dir, path);
+	assert_int_equal(system(cmd), 0);
+	unlink(path);
+
+	/* Read the maps before the library exists. */
+	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_test_sym_target), &si), 0);
+
+	snprintf(path, sizeof(path), "%s/late.so", dir);
+	lib = dlopen(path, RTLD_NOW);
+	assert_non_null(lib);
+	fn = dlsym(lib, "dial9_late_fn");
+	assert_non_null(fn);
+	unlink(path);
+	rmdir(dir);
+
+	sleep_ms(SYMBOLIZER_REFRESH_MS + 20);
+	err = symbolizer_resolve(s, addr_of(fn), &si);
+	assert_non_null(si.module);
+	assert_string_equal(si.module, path);
+	if (err == -ENOENT && geteuid() != 0) {
+		/* map_files/ needs CAP_SYS_ADMIN: deleted files cannot be opened without it. */
+		dlclose(lib);
+		symbolizer_free(s);
+		skip();
+	}
+	assert_int_equal(err, 0);
+	assert_string_equal(si.name, "dial9_late_fn");
+	dlclose(lib);
+	symbolizer_free(s);
+}
+
+static void test_modules(void **state)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	bool saw_exe = false, saw_libc = false;
+	struct sym_module mod;
+	char exe[PATH_MAX];
+	size_t iter = 0;
+
+	(void)state;
+	self_exe(exe, sizeof(exe));
+	while (symbolizer_next_module(s, &iter, &mod) == 0) {
+		assert_non_null(mod.path);
+		if (strcmp(mod.path, exe) == 0) {
+			saw_exe = true;
+			assert_non_null(mod.elf);
+			/* Debian's gcc always passes --build-id. */
+			assert_int_equal(mod.build_id_len, 20);
+			assert_non_null(mod.build_id);
+		}
+		if (strstr(mod.path, "/libc.so")) {
+			saw_libc = true;
+			assert_non_null(mod.elf);
+			assert_true(mod.build_id_len > 0);
+		}
+		if (mod.path[0] == '[' && strcmp(mod.path, "[vdso]") != 0)
+			assert_null(mod.elf);
+	}
+	assert_true(saw_exe);
+	assert_true(saw_libc);
+	assert_int_equal(symbolizer_next_module(s, &iter, &mod), -ENOENT);
+	symbolizer_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_own_function),
+	    cmocka_unit_test(test_libc_function),
+	    cmocka_unit_test(test_vdso),
+	    cmocka_unit_test(test_unknown),
+	    cmocka_unit_test(test_late_deleted_library),
+	    cmocka_unit_test(test_modules),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

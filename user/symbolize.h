@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+#ifndef D9_SYMBOLIZE_H
+#define D9_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elf_file.h"
+#include "proc_maps.h"
+
+/*
+ * Per-process address -> function name resolution. Maps are read on first use and re-read
+ * (at most every SYMBOLIZER_REFRESH_MS) when an address falls outside every known mapping;
+ * each distinct file is parsed once, and each symbol demangled once. Not thread-safe.
+ *
+ * Everything already resolved stays valid after the process exits, so to symbolize a process
+ * that may be gone by then, walk symbolizer_next_module() while it is alive: that opens every
+ * mapped file.
+ */
+struct symbolizer;
+
+#define SYMBOLIZER_REFRESH_MS 100
+
+struct sym_info {
+	const char *name;     /* demangled, owned by the symbolizer; NULL if unknown */
+	uint64_t sym_offset;  /* addr - function start */
+	const char *module;   /* path as in maps ("[vdso]", ...), owned; NULL if anonymous */
+	uint64_t file_offset; /* addr translated to an offset in module */
+};
+
+/* Returns NULL with errno set on failure. */
+struct symbolizer *symbolizer_new(int pid);
+void symbolizer_free(struct symbolizer *s);
+
+/*
+ * Returns 0 when a function was found; -ENOENT when no mapping or no symbol covers addr, in
+ * which case module and file_offset are still filled if a mapping does; other negative errnos
+ * (-ENOMEM, or why the maps could not be read) otherwise. Strings stay valid until
+ * symbolizer_free().
+ */
+int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out);
+
+/* Re-read the maps now, ignoring the rate limit. Returns 0 or a negative errno (the previous
+ * maps are kept). */
+int symbolizer_refresh(struct symbolizer *s);
+
+/* The current maps (read on first use), valid until the next refresh; NULL if unreadable. */
+const struct proc_map *symbolizer_maps(struct symbolizer *s, size_t *n);
+
+/* The parsed ELF file of the mapping containing addr, or NULL (anonymous, not ELF, unreadable).
+ * addr must be a runtime address; translate with the mapping's start and pgoff. */
+const struct elf_file *symbolizer_module_elf(struct symbolizer *s, uint64_t addr);
+
+/* A distinct mapped object: one file (by device and inode) or pseudo mapping ("[vdso]"). */
+struct sym_module {
+	const char *path; /* as in maps, owned by the symbolizer */
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+	bool deleted;
+	const struct elf_file *elf; /* NULL if not an ELF file, or unreadable */
+	const uint8_t *build_id;    /* NULL if none */
+	size_t build_id_len;
+};
+
+/*
+ * Iterate over every module seen so far, opening each module's file on the way: start with
+ * *iter = 0; returns 0 and fills *out, or -ENOENT past the last module.
+ */
+int symbolizer_next_module(struct symbolizer *s, size_t *iter, struct sym_module *out);
+
+#endif /* D9_SYMBOLIZE_H */
