@@ -13,7 +13,8 @@ VERSION   := 0.1.0
 CARGO     ?= $(shell command -v cargo 2>/dev/null || { [ -x $$HOME/.cargo/bin/cargo ] && echo $$HOME/.cargo/bin/cargo; } || echo /usr/bin/cargo)
 
 DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev libdw-dev \
-	     libcmocka-dev librust-tokio-dev cargo rustc linux-perf golang-go python3 jq
+	     libcmocka-dev libjson-c-dev librust-tokio-dev cargo rustc linux-perf golang-go python3 \
+	     jq chromium fonts-dejavu-core binutils util-linux
 
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
@@ -71,7 +72,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
 DEMO_SRCS := $(wildcard tools/demo/src/*.rs) tools/demo/Cargo.toml tools/demo/.cargo/config.toml
 $(BUILD)/demo-fp: $(DEMO_SRCS) | $(BUILD)
 	cd tools/demo && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/demo-target-fp \
-		RUSTFLAGS="-C force-frame-pointers=yes" $(CARGO) build --release --offline -q
+		RUSTFLAGS="-C force-frame-pointers=yes -C symbol-mangling-version=v0" $(CARGO) build --release --offline -q
 	cp $(BUILD)/demo-target-fp/release/dial9-demo $@
 
 $(BUILD)/demo-nofp: $(DEMO_SRCS) | $(BUILD)

@@ -60,8 +60,33 @@ const char *park_point_name(uint32_t cookie)
 	}
 }
 
-int target_classify_symbol(const char *dm, enum probe_kind *kind, uint32_t *cookie)
+/* v0 mangling demangles inherent methods as "<Type>::method", legacy as "Type::method":
+ * rewrite the first form to the second so one table serves both. */
+static const char *normalize(const char *dm, char *buf, size_t len)
 {
+	const char *p;
+	int depth = 0;
+
+	if (dm[0] != '<')
+		return dm;
+	for (p = dm; *p; p++) {
+		depth += *p == '<';
+		depth -= *p == '>';
+		if (!depth)
+			break;
+	}
+	if (!*p || strncmp(p + 1, "::", 2) || memmem(dm, (size_t)(p - dm), " as ", 4))
+		return dm;
+	if (snprintf(buf, len, "%.*s%s", (int)(p - dm - 1), dm + 1, p + 1) >= (int)len)
+		return dm;
+	return buf;
+}
+
+int target_classify_symbol(const char *name, enum probe_kind *kind, uint32_t *cookie)
+{
+	char buf[512];
+	const char *dm = normalize(name, buf, sizeof(buf));
+
 	for (size_t i = 0; i < sizeof(probe_names) / sizeof(probe_names[0]); i++) {
 		size_t n = strlen(probe_names[i].name);
 

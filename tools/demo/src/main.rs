@@ -1,0 +1,510 @@
+//! dial9-demo: a Tokio program used as the profiling target of dial9-bpf's end-to-end tests.
+//!
+//! It runs four kinds of tasks, each an `async fn` with a recognisable name (`*_kind_*`), and
+//! records ground truth: per kind and per CLOCK_MONOTONIC whole second, how many times tasks were
+//! polled ("polls") and how many of those polls followed a poll that returned Pending
+//! ("resumes"), plus the work units done. One JSON object per line goes to stdout; human
+//! messages go to stderr.
+//!
+//! Must build with rustc 1.63 (Debian 12) and current stable, offline, from Debian's crates.
+
+use std::future::Future;
+use std::io::Write;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Semaphore};
+
+// ---------------------------------------------------------------------------------------------
+// Ground-truth counters
+// ---------------------------------------------------------------------------------------------
+
+const KIND_CPU: usize = 0;
+const KIND_TIMER: usize = 1;
+const KIND_CHANNEL: usize = 2;
+const KIND_BLOCKING: usize = 3;
+const NKINDS: usize = 4;
+const KIND_NAMES: [&str; NKINDS] = ["cpu", "timer", "channel", "blocking"];
+
+/// Ring of one-second buckets, indexed by CLOCK_MONOTONIC whole second modulo RING.
+const RING: usize = 4096;
+/// Counters are sharded per thread so workers never write the same cache line.
+const SHARDS: usize = 8;
+const NS_PER_SEC: u64 = 1_000_000_000;
+/// How long after a second ends before it is reported (lets in-flight increments land).
+const GRACE_NS: u64 = 20_000_000;
+
+#[repr(align(128))]
+struct Bucket {
+    resumes: [AtomicU64; NKINDS],
+    polls: [AtomicU64; NKINDS],
+    work: AtomicU64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU64 = AtomicU64::new(0);
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_BUCKET: Bucket = Bucket { resumes: [ZERO; NKINDS], polls: [ZERO; NKINDS], work: ZERO };
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_RING: [Bucket; RING] = [EMPTY_BUCKET; RING];
+static BUCKETS: [[Bucket; RING]; SHARDS] = [EMPTY_RING; SHARDS];
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
+}
+
+/// Sink for results of work functions so the optimiser cannot drop the work.
+static SINK: AtomicU64 = AtomicU64::new(0);
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
+}
+
+#[inline]
+fn bucket_now() -> &'static Bucket {
+    let sec = (mono_ns() / NS_PER_SEC) as usize;
+    let shard = SHARD.with(|s| *s);
+    &BUCKETS[shard][sec % RING]
+}
+
+/// Counts work units (throughput) in the current second's bucket.
+#[inline]
+fn add_work(n: u64) {
+    bucket_now().work.fetch_add(n, Ordering::Relaxed);
+}
+
+type PollFn<F> = fn(Pin<&mut F>, &mut Context<'_>) -> Poll<<F as Future>::Output>;
+
+/// Wraps a spawned task's future and counts its polls and resumes for its kind.
+///
+/// The inner future is polled through a function pointer stored at construction: that keeps
+/// the async fn's poll function (`dial9_demo::cpu_kind_task::{{closure}}` with current rustc) a
+/// real, named function in the binary instead of being inlined into `Counted::poll`, so it
+/// shows up as its own frame in profiler stacks.
+struct Counted<F: Future> {
+    inner: Pin<Box<F>>,
+    poll_inner: PollFn<F>,
+    kind: usize,
+    /// The previous poll returned Pending, so the next poll is a resume.
+    was_pending: bool,
+}
+
+impl<F: Future> Counted<F> {
+    fn new(kind: usize, inner: F) -> Self {
+        Counted { inner: Box::pin(inner), poll_inner: <F as Future>::poll, kind, was_pending: false }
+    }
+}
+
+impl<F: Future> Future for Counted<F> {
+    type Output = F::Output;
+
+    #[inline(never)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut(); // Counted is Unpin: the inner future is boxed.
+        let b = bucket_now();
+        b.polls[this.kind].fetch_add(1, Ordering::Relaxed);
+        if this.was_pending {
+            b.resumes[this.kind].fetch_add(1, Ordering::Relaxed);
+        }
+        let r = (this.poll_inner)(this.inner.as_mut(), cx);
+        this.was_pending = r.is_pending();
+        r
+    }
+}
+
+fn spawn_counted<F>(kind: usize, fut: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(Counted::new(kind, fut));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------------------------
+
+/// Reporting state; the stdout lock is taken while holding it, so lines never interleave and
+/// nothing is printed after the end line.
+struct Reporter {
+    next_sec: u64,
+    work_reported: u64,
+}
+
+fn emit(line: &str) {
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+fn kinds_json(v: &[u64; NKINDS]) -> String {
+    let mut s = String::from("{");
+    for (i, name) in KIND_NAMES.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!("\"{}\":{}", name, v[i]));
+    }
+    s.push('}');
+    s
+}
+
+impl Reporter {
+    /// Reports every second S whose end (plus `grace_ns`) is not after `now`.
+    fn catch_up(&mut self, now: u64, grace_ns: u64) {
+        while (self.next_sec + 1) * NS_PER_SEC + grace_ns <= now {
+            let sec = self.next_sec;
+            let slot = sec as usize % RING;
+            let mut resumes = [0u64; NKINDS];
+            let mut polls = [0u64; NKINDS];
+            let mut work = 0u64;
+            for shard in BUCKETS.iter() {
+                let b = &shard[slot];
+                for k in 0..NKINDS {
+                    // swap: read and clear the slot for its reuse RING seconds later.
+                    resumes[k] += b.resumes[k].swap(0, Ordering::Relaxed);
+                    polls[k] += b.polls[k].swap(0, Ordering::Relaxed);
+                }
+                work += b.work.swap(0, Ordering::Relaxed);
+            }
+            self.work_reported += work;
+            emit(&format!(
+                "{{\"type\":\"second\",\"sec\":{},\"start_ns\":{},\"end_ns\":{},\"resumes\":{},\"polls\":{},\"work\":{}}}",
+                sec,
+                sec * NS_PER_SEC,
+                (sec + 1) * NS_PER_SEC,
+                kinds_json(&resumes),
+                kinds_json(&polls),
+                work
+            ));
+            self.next_sec += 1;
+        }
+    }
+
+    /// Work counted but not yet reported (the current, incomplete second).
+    fn unreported_work(&self) -> u64 {
+        BUCKETS.iter().flat_map(|s| s.iter()).map(|b| b.work.load(Ordering::Relaxed)).sum()
+    }
+}
+
+fn sleep_until_mono(t_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t_ns / NS_PER_SEC) as libc::time_t,
+        tv_nsec: (t_ns % NS_PER_SEC) as libc::c_long,
+    };
+    // SAFETY: valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+    } == libc::EINTR
+    {}
+}
+
+fn reporter_thread(rep: Arc<Mutex<Reporter>>) {
+    loop {
+        let target = (rep.lock().unwrap().next_sec + 1) * NS_PER_SEC + GRACE_NS;
+        sleep_until_mono(target);
+        rep.lock().unwrap().catch_up(mono_ns(), GRACE_NS);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Work functions (never inlined so they are leaf frames with recognisable names)
+// ---------------------------------------------------------------------------------------------
+
+#[inline(never)]
+fn spin_mix(mut x: u64, iters: u32) -> u64 {
+    for i in 0..iters {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = x.wrapping_add(i as u64);
+    }
+    x
+}
+
+#[inline(never)]
+fn cpu_kind_work(seed: u64, iters: u32) -> u64 {
+    spin_mix(seed | 1, iters).rotate_left(5)
+}
+
+#[inline(never)]
+fn timer_kind_work(seed: u64) -> u64 {
+    spin_mix(seed | 1, 2_000).rotate_left(7)
+}
+
+#[inline(never)]
+fn channel_kind_work(v: u64) -> u64 {
+    spin_mix(v | 1, 1_000).rotate_left(11)
+}
+
+/// Burns CPU for `ns` nanoseconds (called inside block_in_place).
+#[inline(never)]
+fn blocking_kind_work(seed: u64, ns: u64) -> u64 {
+    let end = mono_ns() + ns;
+    let mut x = seed | 1;
+    let mut rounds = 0;
+    while mono_ns() < end {
+        x = spin_mix(x, 10_000);
+        rounds += 1;
+    }
+    x.wrapping_add(rounds)
+}
+
+fn sink(v: u64) {
+    SINK.fetch_xor(v, Ordering::Relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+// ---------------------------------------------------------------------------------------------
+
+async fn cpu_kind_task(id: u64, iters: u32) {
+    let mut x = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut n: u64 = 0;
+    loop {
+        x = cpu_kind_work(x, iters);
+        n += 1;
+        add_work(1);
+        if n % 4096 == 0 {
+            sink(x);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn timer_kind_task(id: u64) {
+    let mut x = id.wrapping_add(17);
+    let period = Duration::from_millis(2 + id % 4); // 2..5 ms
+    loop {
+        x = timer_kind_work(x);
+        add_work(1);
+        sink(x);
+        tokio::time::sleep(period).await;
+    }
+}
+
+async fn channel_kind_producer(id: u64, tx: mpsc::Sender<u64>, sem: Arc<Semaphore>) {
+    let mut v = id;
+    loop {
+        let permit = match sem.acquire().await {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        for _ in 0..16 {
+            v = v.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if tx.send(v).await.is_err() {
+                return;
+            }
+        }
+        drop(permit);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+async fn channel_kind_consumer(mut rx: mpsc::Receiver<u64>) {
+    let mut acc = 0u64;
+    while let Some(v) = rx.recv().await {
+        acc ^= channel_kind_work(v);
+        add_work(1);
+        if v % 64 == 0 {
+            sink(acc);
+        }
+    }
+}
+
+async fn blocking_kind_task(id: u64) {
+    let mut x = id + 3;
+    loop {
+        let start = mono_ns();
+        x = tokio::task::block_in_place(|| blocking_kind_work(x, 200_000_000));
+        // Ground truth for the handoff test: when this worker's thread was blocked.
+        emit(&format!(
+            "{{\"type\":\"blocking\",\"start_ns\":{},\"end_ns\":{}}}",
+            start,
+            mono_ns()
+        ));
+        add_work(1);
+        sink(x);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command line and main
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Mix,
+    Hot,
+}
+
+struct Opts {
+    workers: usize,
+    duration: u64,
+    cpu: Option<u64>,
+    timer: Option<u64>,
+    channel: Option<u64>,
+    blocking: Option<u64>,
+    cpu_iters: Option<u64>,
+    mode: Mode,
+}
+
+const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until killed)] \
+[--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--mode mix|hot] \
+[--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)]";
+
+fn die(msg: &str) -> ! {
+    eprintln!("dial9-demo: {}\n{}", msg, USAGE);
+    std::process::exit(2);
+}
+
+fn parse_args() -> Opts {
+    let mut o = Opts {
+        workers: 2,
+        duration: 10,
+        cpu: None,
+        timer: None,
+        channel: None,
+        blocking: None,
+        cpu_iters: None,
+        mode: Mode::Mix,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let (name, inline_val) = match arg.find('=') {
+            Some(i) if arg.starts_with("--") => (arg[..i].to_string(), Some(arg[i + 1..].to_string())),
+            _ => (arg.clone(), None),
+        };
+        if name == "-h" || name == "--help" {
+            eprintln!("{}", USAGE);
+            std::process::exit(0);
+        }
+        let val = match inline_val.or_else(|| args.next()) {
+            Some(v) => v,
+            None => die(&format!("{} needs a value", name)),
+        };
+        let num = || -> u64 {
+            match val.parse::<u64>() {
+                Ok(n) => n,
+                Err(_) => die(&format!("bad value for {}: {}", name, val)),
+            }
+        };
+        match name.as_str() {
+            "--workers" => o.workers = num() as usize,
+            "--duration" => o.duration = num(),
+            "--cpu-tasks" => o.cpu = Some(num()),
+            "--timer-tasks" => o.timer = Some(num()),
+            "--channel-tasks" => o.channel = Some(num()),
+            "--blocking-tasks" => o.blocking = Some(num()),
+            "--cpu-iters" => o.cpu_iters = Some(num()),
+            "--mode" => {
+                o.mode = match val.as_str() {
+                    "mix" => Mode::Mix,
+                    "hot" => Mode::Hot,
+                    _ => die(&format!("bad mode: {}", val)),
+                }
+            }
+            _ => die(&format!("unknown option: {}", name)),
+        }
+    }
+    if o.workers == 0 {
+        die("--workers must be >= 1");
+    }
+    o
+}
+
+fn main() {
+    // Exit on SIGINT/SIGTERM even if the parent left them ignored (a non-interactive shell
+    // ignores SIGINT for `cmd &`): default handling is all that is needed.
+    // SAFETY: plain signal disposition changes before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+    }
+    let o = parse_args();
+    let hot = o.mode == Mode::Hot;
+    // Defaults per mode. Hot: many tiny cpu tasks that yield after each bit of work so every
+    // worker polls at a very high rate; no blocking tasks (block_in_place would steal a worker).
+    let cpu = o.cpu.unwrap_or(if hot { 64 } else { 4 });
+    let timer = o.timer.unwrap_or(8);
+    let channel = o.channel.unwrap_or(if hot { 2 } else { 4 });
+    let blocking = o.blocking.unwrap_or(if hot { 0 } else { 1 });
+    let cpu_iters = o.cpu_iters.unwrap_or(if hot { 1_500 } else { 20_000 }).min(u32::MAX as u64) as u32;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(o.workers)
+        .enable_time()
+        .build()
+        .unwrap_or_else(|e| die(&format!("cannot build runtime: {}", e)));
+
+    let start = mono_ns();
+    let rep = Arc::new(Mutex::new(Reporter { next_sec: start / NS_PER_SEC, work_reported: 0 }));
+    emit(&format!(
+        "{{\"type\":\"start\",\"pid\":{},\"workers\":{},\"mode\":\"{}\",\"mono_ns\":{}}}",
+        std::process::id(),
+        o.workers,
+        if hot { "hot" } else { "mix" },
+        start
+    ));
+    eprintln!(
+        "dial9-demo: pid {} workers {} mode {} cpu {} timer {} channel-pairs {} blocking {} duration {}",
+        std::process::id(),
+        o.workers,
+        if hot { "hot" } else { "mix" },
+        cpu,
+        timer,
+        channel,
+        blocking,
+        o.duration
+    );
+    {
+        let rep = rep.clone();
+        std::thread::Builder::new()
+            .name("dial9-reporter".into())
+            .spawn(move || reporter_thread(rep))
+            .expect("spawn reporter");
+    }
+
+    let duration = o.duration;
+    rt.block_on(async move {
+        for i in 0..cpu {
+            spawn_counted(KIND_CPU, cpu_kind_task(i, cpu_iters));
+        }
+        for i in 0..timer {
+            spawn_counted(KIND_TIMER, timer_kind_task(i));
+        }
+        let sem = Arc::new(Semaphore::new(std::cmp::max(1, channel as usize / 2)));
+        for i in 0..channel {
+            let (tx, rx) = mpsc::channel::<u64>(8);
+            spawn_counted(KIND_CHANNEL, channel_kind_producer(i, tx, sem.clone()));
+            spawn_counted(KIND_CHANNEL, channel_kind_consumer(rx));
+        }
+        for i in 0..blocking {
+            spawn_counted(KIND_BLOCKING, blocking_kind_task(i));
+        }
+        if duration > 0 {
+            tokio::time::sleep(Duration::from_secs(duration)).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    });
+
+    // Report the seconds completed so far, then the end line, and exit while still holding the
+    // reporter lock so nothing follows the end line.
+    let mut r = rep.lock().unwrap();
+    let now = mono_ns();
+    r.catch_up(now, 0);
+    let total = r.work_reported + r.unreported_work();
+    emit(&format!("{{\"type\":\"end\",\"mono_ns\":{},\"work_total\":{}}}", now, total));
+    eprintln!("dial9-demo: done, {} work units", total);
+    std::process::exit(0);
+}
