@@ -80,6 +80,35 @@ class Demo:
         assert vals, "no demo seconds in range"
         return sum(vals) / len(vals)
 
+    def cpu_ns_per_poll(self, nsecs):
+        """Target CPU time per task poll over the next nsecs whole seconds.
+
+        CPU per poll, not polls per second: another process competing for the cores lowers
+        the poll rate but not what each poll costs, while a probe left in the target raises
+        the cost of every poll."""
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu_ns():
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) * 1e9 / tick
+
+        def at_second_boundary():
+            now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            time.sleep((10**9 - now % 10**9) / 1e9)
+            return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 10**9
+
+        s0 = at_second_boundary()
+        c0 = cpu_ns()
+        time.sleep(nsecs - 0.05)
+        at_second_boundary()
+        c1 = cpu_ns()
+        self.wait_seconds(1)
+        secs = self.seconds()
+        polls = sum(sum(secs[s]["polls"].values()) for s in range(s0, s0 + nsecs) if s in secs)
+        assert polls > 0, "no polls reported"
+        return (c1 - c0) / polls
+
     def last_secs(self, n):
         return sorted(self.seconds())[-n:]
 

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FP, Demo, complete_epochs, read_metadata, read_samples, run_all,
+from harness import (DEMO_FP, TOOL, Demo, complete_epochs, read_metadata, read_samples, run_all,
                      run_tool, test)
 
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
@@ -239,26 +239,32 @@ def error_messages():
 def no_probe_left(stop_signal):
     d = Demo(workers=2, mode="hot")
     try:
-        d.wait_seconds(3)
-        before = d.polls_per_sec(d.last_secs(3))
+        d.wait_seconds(1)
+        before = d.cpu_ns_per_poll(3)
         out = tempfile.mkdtemp(prefix="d9left-")
+        args = ["--pid", d.pid, "--output", out, "--quiet"]
         if stop_signal:
-            rc, _, err = run_tool("--pid", d.pid, "--output", out, "--quiet",
-                                  signal_after=4, input_signal=stop_signal)
+            p = subprocess.Popen([TOOL, *map(str, args)], stderr=subprocess.PIPE, text=True)
         else:
-            rc, _, err = run_tool("--pid", d.pid, "--output", out, "--duration", 4, "--quiet")
-        assert rc == 0, f"tool exit {rc}: {err}"
-        during = d.polls_per_sec(d.last_secs(2))
+            p = subprocess.Popen([TOOL, *map(str, args), "--duration", "5"],
+                                 stderr=subprocess.PIPE, text=True)
+        time.sleep(1)  # attached
+        during = d.cpu_ns_per_poll(2)
+        if stop_signal:
+            p.send_signal(stop_signal)
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 0, f"tool exit {p.returncode}: {err}"
         read_metadata(out)  # complete, parseable output
-        d.wait_seconds(1)  # the second in which the tool exited
-        d.wait_seconds(3)
-        after = d.polls_per_sec(d.last_secs(3))
+        after = d.cpu_ns_per_poll(3)
         assert d.alive(), "target died"
         links = subprocess.run(["bpftool", "perf", "list"], capture_output=True, text=True).stdout
-        assert str(d.pid) not in links and "dial9" not in links, links
-        ratio = after / before
-        assert ratio >= 0.90, f"poll rate after exit {after:.0f}/s vs before {before:.0f}/s"
-        return f"polls/s before {before:.0f}, during {during:.0f}, after {after:.0f} ({ratio:.2f})"
+        assert f"pid {d.pid} " not in links, links
+        # The test can only see a leftover probe if probes are visible in the cost at all.
+        assert during >= 1.2 * before, f"probes not measurable: {before:.0f} vs {during:.0f} ns"
+        assert after <= 1.10 * before, \
+            f"CPU per poll after exit {after:.0f} ns vs before {before:.0f} ns"
+        return (f"CPU per poll: before {before:.0f} ns, attached {during:.0f} ns, "
+                f"after {after:.0f} ns ({after / before:.2f})")
     finally:
         d.stop()
 

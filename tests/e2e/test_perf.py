@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""perf.data output: what Debian's perf (report, script, buildid-list) shows of a real recording.
+
+One demo runs from a private copy of build/demo-fp (so the last test can replace that binary on
+disk); one ~6 s recording with --format jsonl,perf is shared by the tests, and samples.jsonl is
+the reference every perf figure must match exactly.
+"""
+import datetime
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import DEMO_FP, DEMO_NOFP, TOOL, Demo, read_samples, run_all, run_tool, test
+
+DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
+            "channel_kind_consumer", "blocking_kind_task")
+RECORD_S = 6
+
+_cache = {}
+
+
+def perf_env(home=None):
+    """perf with its own HOME: no ~/.debug build-id cache or ~/.perfconfig of the machine."""
+    if home is None:
+        home = _cache.setdefault("home", tempfile.mkdtemp(prefix="d9perf-home-"))
+    env = dict(os.environ, HOME=home)
+    env.pop("PERF_BUILDID_DIR", None)
+    return env
+
+
+def perf(*args, home=None):
+    p = subprocess.run(["perf", *args], capture_output=True, text=True, env=perf_env(home),
+                       timeout=60)
+    assert p.returncode == 0, f"perf {' '.join(args)} exited {p.returncode}: {p.stderr[-800:]}"
+    return p.stdout
+
+
+def demo():
+    if "demo" not in _cache:
+        d = tempfile.mkdtemp(prefix="d9perf-bin-")
+        exe = os.path.join(d, "dial9-demo")
+        shutil.copy2(DEMO_FP, exe)
+        dm = Demo(workers=2, mode="mix", binary=exe)
+        dm.wait_seconds(1)
+        _cache["demo"] = (dm, exe)
+    return _cache["demo"]
+
+
+def recording():
+    """(outdir, samples.jsonl, wall-clock start, wall-clock end) of the shared recording."""
+    if "rec" not in _cache:
+        dm, _ = demo()
+        out = tempfile.mkdtemp(prefix="d9perf-out-")
+        t0 = time.time()
+        rc, _, err = run_tool("--pid", dm.pid, "--duration", RECORD_S, "--output", out,
+                              "--format", "jsonl,perf", "--seed", 11, timeout=RECORD_S + 60)
+        t1 = time.time()
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+        samples = read_samples(out)
+        assert len(samples) > 20, f"only {len(samples)} samples"
+        _cache["rec"] = (out, samples, t0, t1)
+    return _cache["rec"]
+
+
+HEAD = re.compile(r"^\s*(\S+)\s+(\d+)\s+\[(\d+)\]\s+(?:(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\s+)?"
+                  r"(\d+\.\d+):\s+(\d+)\s+(\S+):\s*$")
+FRAME = re.compile(r"^\s+([0-9a-f]+) (.*) \((.*)\)$")
+BPF_STRING = re.compile(r'^\s+BPF string: "(.*)"$')
+
+
+def script(path, *extra, home=None):
+    """perf script's default output parsed: one dict per sample."""
+    res = []
+    for line in perf("script", "-i", path, "--ns", *extra, home=home).splitlines():
+        m = HEAD.match(line)
+        if m:
+            res.append({"comm": m[1], "tid": int(m[2]), "tod": m[4],
+                        "time_ns": int(m[5].replace(".", "")), "period": int(m[6]),
+                        "event": m[7], "frames": [], "meta": {}})
+            continue
+        m = FRAME.match(line)
+        if m and res:
+            res[-1]["frames"].append((int(m[1], 16), m[2], m[3]))
+            continue
+        m = BPF_STRING.match(line)
+        if m and res:
+            res[-1]["meta"] = dict(kv.split("=", 1) for kv in m[1].split())
+    return res
+
+
+def report_totals(path, sort="comm"):
+    """{event: (samples, event count, {row key: (samples, period)})} from perf report --stdio."""
+    out = perf("report", "-i", path, "--stdio", "-n", "--show-total-period", "--no-children",
+               "-g", "none", "--sort", sort)
+    res, ev = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^# Samples: (\d+)\s+of event '(.*)'", line)
+        if m:
+            ev = m[2]
+            res[ev] = [int(m[1]), None, {}]
+            continue
+        m = re.match(r"^# Event count \(approx\.\): (\d+)", line)
+        if m and ev:
+            res[ev][1] = int(m[1])
+            continue
+        m = re.match(r"^\s+[\d.]+%\s+(\d+)\s+(\d+)\s+(.*?)\s*$", line)
+        if m and ev:
+            res[ev][2][m[3]] = (int(m[1]), int(m[2]))
+    return res
+
+
+def demo_fns(names):
+    """The demo async fns among frame names: the fn's own frame, not generic wrappers naming it
+    (identical code folding gives those several names, perf and dial9 may pick different ones)."""
+    return {fn for fn in DEMO_FNS for n in names if n and n.startswith(f"dial9_demo::{fn}::")}
+
+
+@test
+def script_symbolizes_demo_fns_per_worker():
+    out, samples, _, _ = recording()
+    _, exe = demo()
+    recs = [r for r in script(os.path.join(out, "perf.data")) if r["event"] == "task-sample"]
+    assert len(recs) == len(samples), f"perf script {len(recs)} samples, jsonl {len(samples)}"
+    by_key = {(s["tid"], s["timestamp_ns"]): s for s in samples}
+    named, biases = 0, set()
+    for r in recs:
+        s = by_key.get((r["tid"], r["time_ns"]))
+        assert s, f"no jsonl sample at tid {r['tid']} time {r['time_ns']}"
+        # The comm names the worker the sample ran on, the metadata agrees with the jsonl.
+        assert r["comm"] == f"tokio-w{s['worker']}", (r["comm"], s["worker"])
+        assert r["meta"].get("worker") == str(s["worker"]), r["meta"]
+        assert r["meta"].get("epoch") == str(s["epoch"]), r["meta"]
+        assert r["period"] == s["weight_count"]
+        assert len(r["frames"]) == len(s["stack"])
+        # perf prints addresses relative to the module: one load bias for the whole binary.
+        biases |= {int(f["addr"], 16) - pf[0] for f, pf in zip(s["stack"], r["frames"])
+                   if pf[2] == exe}
+        want = demo_fns(f["name"] for f in s["stack"])
+        got = demo_fns(f[1] for f in r["frames"])
+        assert got == want, f"perf {got} vs jsonl {want} at {r['time_ns']}"
+        named += bool(got)
+    assert len(biases) == 1, f"demo frames at inconsistent addresses: {biases}"
+    assert named >= len(recs) // 2, f"only {named}/{len(recs)} samples show a demo async fn"
+    return f"{len(recs)} samples match samples.jsonl, {named} in a demo async fn"
+
+
+@test
+def report_totals_equal_jsonl_weights():
+    out, samples, _, _ = recording()
+    path = os.path.join(out, "perf.data")
+    tot = report_totals(path, "comm")
+    want_count = sum(s["weight_count"] for s in samples)
+    want_idle = sum(s["weight_idle_ns"] for s in samples)
+    assert set(tot) == {"task-sample", "task-idle-ns"}, tot.keys()
+    for ev, want in (("task-sample", want_count), ("task-idle-ns", want_idle)):
+        n, count, rows = tot[ev]
+        assert n == len(samples), f"{ev}: {n} samples, jsonl {len(samples)}"
+        assert count == want, f"{ev}: event count {count}, jsonl sum {want}"
+        assert sum(p for _, p in rows.values()) == want, f"{ev}: rows {rows}"
+    # Per worker, through the cgroup labels.
+    cg = report_totals(path, "cgroup")["task-sample"][2]
+    per_worker = {}
+    for s in samples:
+        per_worker[s["worker"]] = per_worker.get(s["worker"], 0) + s["weight_count"]
+    got = {}
+    for label, (_, p) in cg.items():
+        m = re.match(r"^/worker-(\d+)(/\S+)?$", label)
+        assert m, f"cgroup label {label!r}"
+        got[int(m[1])] = p
+    assert got == per_worker, f"perf per worker {got} vs jsonl {per_worker}"
+    return f"task-sample {want_count}, task-idle-ns {want_idle} over {len(samples)} samples"
+
+
+@test
+def buildid_list_has_demo_build_id():
+    out, _, _, _ = recording()
+    _, exe = demo()
+    note = subprocess.run(["readelf", "-n", exe], capture_output=True, text=True).stdout
+    bid = re.search(r"Build ID: ([0-9a-f]+)", note)[1]
+    ids = dict(reversed(l.split(None, 1)) for l in
+               perf("buildid-list", "-i", os.path.join(out, "perf.data")).splitlines())
+    assert ids.get(exe) == bid, f"{exe}: {ids.get(exe)} vs readelf {bid}; {ids}"
+    assert any("libc.so" in p for p in ids), ids
+    return f"{bid} {exe}"
+
+
+@test
+def tod_is_wall_clock():
+    out, _, t0, t1 = recording()
+    recs = script(os.path.join(out, "perf.data"), "-F", "+tod")
+    assert recs and all(r["tod"] for r in recs), "perf script -F +tod printed no time of day"
+    tods = [datetime.datetime.strptime(r["tod"][:26], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+            for r in recs]
+    # Samples are taken while the tool runs; perf prints local time, as strptime reads it.
+    assert t0 - 1 <= min(tods) and max(tods) <= t1 + 1, (t0, min(tods), max(tods), t1)
+    # And the offset to the monotonic timestamps is the same for every sample.
+    offs = [tod - r["time_ns"] / 1e9 for tod, r in zip(tods, recs)]
+    assert max(offs) - min(offs) < 1e-3, (min(offs), max(offs))
+    return f"first {recs[0]['tod']}, {min(tods) - t0:.2f}s after the tool started"
+
+
+@test
+def sigint_leaves_finished_file():
+    dm, _ = demo()
+    out = tempfile.mkdtemp(prefix="d9perf-int-")
+    p = subprocess.Popen([TOOL, "--pid", str(dm.pid), "--output", out, "--format", "jsonl,perf"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    # While running only the temporary exists: nobody can open a half-written perf.data.
+    during = (os.path.exists(os.path.join(out, "perf.data.tmp")),
+              os.path.exists(os.path.join(out, "perf.data")))
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, f"dial9-bpf exited {p.returncode}: {err[-1500:]}"
+    assert during == (True, False), f"during the run (tmp, final) = {during}"
+    assert sorted(os.listdir(out)).count("perf.data.tmp") == 0, os.listdir(out)
+    samples = read_samples(out)
+    assert samples, "no samples before SIGINT"
+    tot = report_totals(os.path.join(out, "perf.data"))
+    assert tot["task-sample"][1] == sum(s["weight_count"] for s in samples), tot
+    assert tot["task-idle-ns"][1] == sum(s["weight_idle_ns"] for s in samples), tot
+    hdr = perf("report", "-i", os.path.join(out, "perf.data"), "--header-only")
+    assert "task-sample" in hdr and "clockid: monotonic" in hdr, hdr[-1500:]
+    return f"{len(samples)} samples after SIGINT"
+
+
+@test
+def stale_build_id_shows_no_wrong_symbols():
+    """The binary on disk is replaced by another build: perf must not symbolize with it."""
+    out, _, _, _ = recording()
+    dm, exe = demo()
+    path = os.path.join(out, "perf.data")
+    cache_home = tempfile.mkdtemp(prefix="d9perf-cache-")
+    # A build-id cache made while the recorded binary was still on disk (like perf record does).
+    perf("buildid-cache", "-a", exe, home=cache_home)
+    dm.stop()
+    orig = exe + ".orig"
+    os.replace(exe, orig)
+    shutil.copy2(DEMO_NOFP, exe + ".new")
+    os.replace(exe + ".new", exe)
+    try:
+        fresh = script(path, home=tempfile.mkdtemp(prefix="d9perf-home-"))
+        cached = script(path, home=cache_home)
+    finally:
+        os.replace(orig, exe)
+    demo_frames = [f for r in fresh for f in r["frames"] if f[2] == exe]
+    assert demo_frames, "no frames in the demo binary"
+    wrong = [f for f in demo_frames if f[1] != "[unknown]"]
+    assert not wrong, f"{len(wrong)} frames symbolized with the replaced binary: {wrong[:3]}"
+    # Same addresses, and the build-id cache still gives the right names.
+    assert [f[0] for r in fresh for f in r["frames"]] == [f[0] for r in cached
+                                                          for f in r["frames"]]
+    named = demo_fns(f[1] for r in cached for f in r["frames"])
+    assert named, "the build-id cache copy did not symbolize"
+    return (f"{len(demo_frames)} demo frames [unknown] without a cache; "
+            f"from ~/.debug: {sorted(named)}")
+
+
+if __name__ == "__main__":
+    try:
+        rc = run_all()
+    finally:
+        if "demo" in _cache:
+            _cache["demo"][0].stop()
+        for key in ("home",):
+            if key in _cache:
+                shutil.rmtree(_cache[key], ignore_errors=True)
+    raise SystemExit(rc)
