@@ -303,6 +303,10 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	run.attach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+	/* Open every mapped file now, while the target lives: build ids and symbols of
+	 * libraries no sample hit yet stay available if it exits before the end. */
+	for (size_t it = 0; !symbolizer_next_module(sym, &it, &(struct sym_module){});)
+		;
 	run.probes_attached = links.probes;
 	run.uprobe_multi = links.multi;
 	run.started_ns = now_ns(CLOCK_MONOTONIC);

@@ -117,8 +117,8 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 'd':
 		errno = 0;
 		o->duration_s = strtod(arg, &end);
-		if (errno || *end || end == arg || !(o->duration_s > 0) || o->duration_s > 1e7)
-			bad_usage("invalid --duration '%s': give seconds > 0", arg);
+		if (errno || *end || end == arg || !(o->duration_s >= 0) || o->duration_s > 1e7)
+			bad_usage("invalid --duration '%s': give seconds (0 = until Ctrl-C)", arg);
 		break;
 	case 'o':
 		if (!*arg)
@@ -208,7 +208,7 @@ int options_parse(int argc, char **argv, struct options *o)
 
 	memset(o, 0, sizeof(*o));
 	o->output_dir = "dial9-out";
-	o->formats = D9_FMT_JSONL; /* TEMPORARY until the other writers land */
+	o->formats = D9_FMT_ALL;
 	if (argc >= 2 && !strcmp(argv[1], "report")) {
 		if (argc != 3 || argv[2][0] == '-') {
 			fprintf(stderr, "dial9-bpf: usage: dial9-bpf report DIR (the --output "
