@@ -22,6 +22,11 @@
  *    returns. Per thread, not per CPU: the thread can migrate between the park and the return.
  *  - counters (per-CPU array): statistics only, summed by the loader.
  *  - events (ring buffer): samples, closed epochs and worker bindings, in order per CPU.
+ *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
+ *
+ * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
+ * "known" and its later polls are eligible transitions even when the probes were detached in
+ * between (armed windows); only the idle interval needs the previous return to be observed.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -33,7 +38,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 targ_tgid = 0;
 const volatile __u64 per_worker_hz = 10;
 const volatile __u64 token_interval_ns = D9_NSEC_PER_SEC / 10; /* 1e9 / hz */
-const volatile __u64 bucket_ns = 2 * D9_NSEC_PER_SEC;          /* burst x interval */
+const volatile __u64 bucket_ns = 2 * D9_NSEC_PER_SEC;	       /* burst x interval */
 const volatile __u64 seed = 0x9e3779b97f4a7c15ULL;
 /* Header/vtable layout observed in Tokio 1.24 (include/ and the reference notes); the loader
  * validates it against the binary before setting read_task_id. */
@@ -43,6 +48,7 @@ const volatile __u32 vtable_id_off = 72;
 
 struct frame {
 	__u64 hdr;
+	__u64 entry_sp;
 	__u64 entry_ns;
 	__u64 idle_start_ns;
 	__u64 prob;
@@ -58,7 +64,8 @@ struct frame {
 
 struct thread_state {
 	__u32 depth;
-	__u32 pad;
+	__u32 run_depth; /* frames enclosing the worker loop (its blocking-task poll) */
+	__u64 generation;
 	__u64 worker_ptr;
 	struct frame frames[D9_MAX_NEST];
 };
@@ -111,6 +118,13 @@ struct {
 	__uint(max_entries, 4 << 20);
 } events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct d9_arming);
+} arming SEC(".maps");
+
 /* Zeroed templates for map inserts (BPF stack is 512 bytes: too small for these). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -144,7 +158,8 @@ static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
 	t = bpf_map_lookup_elem(&zero_thread, &zero);
 	if (!t)
 		return NULL;
-	if (bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST) && bpf_map_update_elem(&threads, &tid, t, BPF_ANY)) {
+	if (bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST) &&
+	    bpf_map_update_elem(&threads, &tid, t, BPF_ANY)) {
 		count(D9_CNT_THREAD_MAP_FULL);
 		return NULL;
 	}
@@ -272,30 +287,134 @@ static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok)
 	return id;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(poll_entry, __u64 hdr)
+static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns)
 {
-	__u64 now = bpf_ktime_get_ns();
+	struct stack_buf *sb;
+	struct d9_sample *s;
+
+	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+	if (!s) {
+		count(D9_CNT_RB_DROPS);
+		return;
+	}
+	s->type = D9_REC_SAMPLE;
+	s->flags = f->flags;
+	s->pid = bpf_get_current_pid_tgid() >> 32;
+	s->tid = tid;
+	s->worker = f->worker;
+	s->task_id = f->task_id;
+	s->task_hdr = f->hdr;
+	s->epoch = f->epoch;
+	s->prob = f->prob;
+	s->idle_start_ns = f->idle_start_ns;
+	s->idle_end_ns = f->entry_ns;
+	s->poll_end_ns = end_ns;
+	s->park_ns = f->park_ns;
+	s->park_point = f->park_point;
+	s->stack_bytes = f->stack_bytes;
+	sb = f->stack_bytes > 0 ? bpf_map_lookup_elem(&stacks, &tid) : NULL;
+	if (sb)
+		__builtin_memcpy(s->stack, sb->ips, sizeof(s->stack));
+	else
+		s->stack_bytes = s->stack_bytes > 0 ? 0 : s->stack_bytes;
+	bpf_ringbuf_submit(s, 0);
+}
+
+/*
+ * A poll has returned: its task went Pending (state not COMPLETE) or completed. There is no
+ * return probe (a uretprobe costs a second trap per poll, and re-attaching one in a busy
+ * target takes tens of ms, which armed windows cannot afford): a poll is known to have
+ * returned when the same thread enters a poll at the same or a shallower stack depth, or
+ * parks. end_ns is then the time of that next event, a few hundred ns after the real return
+ * on a busy worker; 0 when unknown.
+ */
+static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_ns)
+{
+	struct task_state pending = {.pending_ns = end_ns};
+	__u64 state = 0;
+
+	if (!(f->flags & D9_SF_FREED) &&
+	    !bpf_probe_read_user(&state, sizeof(state), (void *)f->hdr)) {
+		if (state & D9_TASK_COMPLETE) {
+			f->flags |= D9_SF_COMPLETE;
+			bpf_map_delete_elem(&tasks, &f->hdr);
+		} else {
+			/* RUNNING may be set again: another worker already picked up the
+			 * notified task. It still went Pending. */
+			f->flags |= D9_SF_PENDING;
+			if (end_ns)
+				bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
+		}
+	}
+	if (f->selected)
+		emit_sample(f, tid, end_ns);
+	f->selected = 0;
+}
+
+/* Finishes the polls of this thread that are no deeper on the stack than sp. */
+static __always_inline void finish_frames(struct thread_state *t, __u32 tid, __u64 sp, __u64 end_ns)
+{
+	for (int i = 0; i < D9_MAX_NEST; i++) {
+		__u32 d = t->depth;
+
+		if (d == 0 || d > D9_MAX_NEST)
+			break;
+		/* The mask is a no-op after the check; the verifier needs it as a bound. */
+		if (t->frames[(d - 1) & (D9_MAX_NEST - 1)].entry_sp > sp)
+			break;
+		finish_frame(&t->frames[(d - 1) & (D9_MAX_NEST - 1)], tid, end_ns);
+		t->depth = d - 1;
+	}
+}
+
+/* The thread's frames from an earlier arming: their polls ended unobserved. */
+static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid, __u64 gen)
+{
+	if (t->generation == gen)
+		return;
+	for (int i = 0; i < D9_MAX_NEST; i++) {
+		__u32 d = t->depth;
+
+		if (d == 0 || d > D9_MAX_NEST)
+			break;
+		finish_frame(&t->frames[(d - 1) & (D9_MAX_NEST - 1)], tid, 0);
+		t->depth = d - 1;
+	}
+	t->depth = 0;
+	t->run_depth = 0;
+	t->generation = gen;
+}
+
+static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
+{
+	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state fresh = {};
 	struct d9_worker_state *ws;
 	struct thread_state *t;
 	struct task_state *ts;
+	struct d9_arming *arm;
 	struct frame *f;
 	__u64 key, epoch, idle_start;
-	__u32 depth;
+	__u32 depth, zero = 0;
 	bool ok;
 
 	count(D9_CNT_POLLS);
 	t = thread_get(tid, true);
-	if (!t)
+	arm = bpf_map_lookup_elem(&arming, &zero);
+	if (!t || !arm)
 		return 0;
-	depth = t->depth++;
+	drop_stale_frames(t, tid, arm->generation);
+	finish_frames(t, tid, sp, now);
+	depth = t->depth;
 	if (depth >= D9_MAX_NEST) {
 		count(D9_CNT_NEST_OVERFLOW);
 		return 0;
 	}
-	f = &t->frames[depth];
+	t->depth = depth + 1;
+	f = &t->frames[depth & (D9_MAX_NEST - 1)];
 	f->hdr = hdr;
+	f->entry_sp = sp;
 	f->entry_ns = now;
 	f->selected = 0;
 	f->flags = 0;
@@ -303,7 +422,12 @@ int BPF_KPROBE(poll_entry, __u64 hdr)
 	f->stack_bytes = 0;
 
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
-	if (!ts || !ts->pending_ns)
+	if (!ts) {
+		/* First sight: maybe the task's first poll, which is no resume. */
+		bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
+		return 0;
+	}
+	if (now < arm->window_start || now >= arm->window_end)
 		return 0;
 	idle_start = ts->pending_ns;
 	ts->pending_ns = 0;
@@ -328,10 +452,17 @@ int BPF_KPROBE(poll_entry, __u64 hdr)
 	ws->selected++;
 
 	f->selected = 1;
-	f->prob = ws->prob;
+	/* Both fixed point with 32 fractional bits, both <= 1. */
+	f->prob = (ws->prob * arm->duty) >> D9_PROB_SHIFT;
 	f->epoch = epoch;
 	f->worker = key;
-	f->idle_start_ns = idle_start;
+	/* Exact only when the probes stayed attached since that return was observed. */
+	if (idle_start && idle_start >= arm->armed_since) {
+		f->idle_start_ns = idle_start;
+		f->flags |= D9_SF_IDLE_KNOWN;
+	} else {
+		f->idle_start_ns = 0;
+	}
 	f->task_id = read_task_id_of(hdr, &ok);
 	if (ok)
 		f->flags |= D9_SF_TASK_ID_OK;
@@ -342,76 +473,31 @@ int BPF_KPROBE(poll_entry, __u64 hdr)
 	return 0;
 }
 
-static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 now)
-{
-	struct stack_buf *sb;
-	struct d9_sample *s;
-
-	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
-	if (!s) {
-		count(D9_CNT_RB_DROPS);
-		return;
-	}
-	s->type = D9_REC_SAMPLE;
-	s->flags = f->flags;
-	s->pid = bpf_get_current_pid_tgid() >> 32;
-	s->tid = tid;
-	s->worker = f->worker;
-	s->task_id = f->task_id;
-	s->task_hdr = f->hdr;
-	s->epoch = f->epoch;
-	s->prob = f->prob;
-	s->idle_start_ns = f->idle_start_ns;
-	s->idle_end_ns = f->entry_ns;
-	s->poll_end_ns = now;
-	s->park_ns = f->park_ns;
-	s->park_point = f->park_point;
-	s->stack_bytes = f->stack_bytes;
-	sb = f->stack_bytes > 0 ? bpf_map_lookup_elem(&stacks, &tid) : NULL;
-	if (sb)
-		__builtin_memcpy(s->stack, sb->ips, sizeof(s->stack));
-	else
-		s->stack_bytes = s->stack_bytes > 0 ? 0 : s->stack_bytes;
-	bpf_ringbuf_submit(s, 0);
-}
-
-SEC("uretprobe")
-int BPF_KRETPROBE(poll_return)
+/* The worker found no task to run: every poll on this thread has returned. */
+static __always_inline int on_worker_park(void)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
 	struct thread_state *t = thread_get(tid, false);
-	struct task_state pending = {.pending_ns = now};
-	__u64 state = 0;
-	struct frame *f;
-	__u32 depth;
+	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
 
-	if (!t || t->depth == 0)
+	if (!t || !arm)
 		return 0;
-	depth = --t->depth;
-	if (depth >= D9_MAX_NEST)
-		return 0;
-	f = &t->frames[depth];
+	drop_stale_frames(t, tid, arm->generation);
+	/* Every task poll of this thread has returned; the worker's own blocking-task poll,
+	 * which encloses the worker loop, has not. */
+	for (int i = 0; i < D9_MAX_NEST; i++) {
+		__u32 d = t->depth;
 
-	if (!(f->flags & D9_SF_FREED) &&
-	    !bpf_probe_read_user(&state, sizeof(state), (void *)f->hdr)) {
-		if (state & D9_TASK_COMPLETE) {
-			f->flags |= D9_SF_COMPLETE;
-			bpf_map_delete_elem(&tasks, &f->hdr);
-		} else {
-			/* RUNNING is cleared by transition_to_idle; if it is set again, another
-			 * worker already picked up the notified task: it still went Pending. */
-			f->flags |= D9_SF_PENDING;
-			bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
-		}
+		if (d <= t->run_depth || d > D9_MAX_NEST)
+			break;
+		finish_frame(&t->frames[(d - 1) & (D9_MAX_NEST - 1)], tid, now);
+		t->depth = d - 1;
 	}
-	if (f->selected)
-		emit_sample(f, tid, now);
 	return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(task_dealloc, __u64 hdr)
+static __always_inline int on_dealloc(__u64 hdr)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *t;
@@ -428,8 +514,7 @@ int BPF_KPROBE(task_dealloc, __u64 hdr)
 	return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(park_point)
+static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *t = thread_get(tid, false);
@@ -463,9 +548,39 @@ int BPF_KPROBE(park_point)
 	f->stack_bytes = bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK);
 	if (f->stack_bytes < 0)
 		count(D9_CNT_STACK_ERRORS);
-	f->park_point = (__u32)bpf_get_attach_cookie(ctx);
+	f->park_point = park_point;
 	f->park_ns = bpf_ktime_get_ns();
 	f->flags |= D9_SF_STACK_AT_PARK;
+	return 0;
+}
+
+/* The one program of the armed probes: raw::poll, raw::dealloc, park points, worker park. */
+SEC("uprobe")
+int BPF_KPROBE(probe_entry, __u64 arg0)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	count(D9_CNT_HITS);
+	if (cookie & D9_COOKIE_XOL)
+		count(D9_CNT_HITS_XOL);
+	switch (D9_COOKIE_KIND(cookie)) {
+	case D9_PK_POLL:
+		return on_poll_entry(ctx, arg0);
+	case D9_PK_IDLE:
+		return on_worker_park();
+	case D9_PK_DEALLOC:
+		return on_dealloc(arg0);
+	case D9_PK_PARK:
+		return on_park(ctx, D9_COOKIE_PARK(cookie));
+	}
+	return 0;
+}
+
+/* The loader's calibration probe: measures what one uprobe hit costs on this machine. */
+SEC("uprobe")
+int BPF_KPROBE(calib_probe)
+{
+	count(D9_CNT_CALIB_HITS);
 	return 0;
 }
 
@@ -476,8 +591,15 @@ int BPF_KPROBE(worker_run, __u64 worker)
 	struct thread_state *t = thread_get(tid, true);
 	struct d9_worker_seen *w;
 
-	if (t)
+	if (t) {
+		__u32 zero = 0;
+		struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+
 		t->worker_ptr = worker;
+		if (arm)
+			drop_stale_frames(t, tid, arm->generation);
+		t->run_depth = t->depth;
+	}
 	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
 	if (!w) {
 		count(D9_CNT_RB_DROPS);

@@ -41,6 +41,39 @@ enum d9_sample_flags {
 	D9_SF_COMPLETE = 1 << 3,     /* the task completed in this poll */
 	D9_SF_FREED = 1 << 4,        /* the task was deallocated inside the poll */
 	D9_SF_CAPPED = 1 << 5,       /* the cap had refused a selection earlier in this epoch */
+	D9_SF_IDLE_KNOWN = 1 << 6,   /* the previous Pending return was observed: idle is exact */
+};
+
+/* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
+ * entry program serves every entry probe so that arming is two links (entry, return). */
+#define D9_COOKIE(kind, park) (((kind) << 8) | (park))
+/* Set when the probed instruction cannot be emulated and is single-stepped: a second trap,
+ * about twice the cost of a hit on a "push" the kernel emulates. */
+#define D9_COOKIE_XOL (1ULL << 16)
+#define D9_COOKIE_KIND(c) (((c) >> 8) & 0xff)
+#define D9_COOKIE_PARK(c) ((c)&0xff)
+enum d9_probe_cookie_kind {
+	D9_PK_POLL = 1,
+	D9_PK_DEALLOC = 2,
+	D9_PK_PARK = 3,
+	D9_PK_IDLE = 4, /* the worker parks: every poll on its thread has returned */
+};
+
+/*
+ * Armed windows (array map "arming", one entry, written by the loader). The per-poll probes
+ * are attached only around randomly placed windows covering a fraction `duty` of the time;
+ * only transitions inside [window_start, window_end) are eligible, and their inclusion
+ * probability is duty x p. armed_since is when the probes were last attached: a Pending return
+ * seen after it, with the probes attached since, gives an exact idle interval.
+ */
+struct d9_arming {
+	__u64 window_start;
+	__u64 window_end;
+	__u64 duty; /* D9_PROB_ONE = always armed */
+	__u64 armed_since;
+	/* Bumped at every attach: a thread's poll nesting seen in an earlier arming is stale
+	 * (returns of polls entered then no longer fire), so it restarts from zero. */
+	__u64 generation;
 };
 
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */
@@ -50,6 +83,7 @@ enum d9_park_point {
 	D9_PARK_WAKE_BY_REF = 2,
 	D9_PARK_WAKE_BY_VAL = 3,
 	D9_PARK_LEAF = 4, /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
+	D9_PARK_YIELD = 5, /* tokio::task::yield_now */
 };
 
 struct d9_sample {
@@ -61,7 +95,7 @@ struct d9_sample {
 	__u64 task_id;
 	__u64 task_hdr;
 	__u64 epoch; /* CLOCK_MONOTONIC second */
-	__u64 prob;  /* inclusion probability, D9_PROB_ONE = 1 */
+	__u64 prob;  /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
 	__u64 idle_start_ns;
 	__u64 idle_end_ns; /* = start of the resuming poll */
 	__u64 poll_end_ns;
@@ -119,6 +153,9 @@ enum d9_counter {
 	D9_CNT_TASK_ID_BAD,
 	D9_CNT_PARK_HITS,
 	D9_CNT_STACK_ERRORS,
+	D9_CNT_HITS,       /* every probe program run in the target: the cost driver */
+	D9_CNT_HITS_XOL,   /* the part of those on single-stepped instructions */
+	D9_CNT_CALIB_HITS, /* the loader's own calibration probe */
 	D9_CNT_MAX,
 };
 

@@ -58,7 +58,7 @@ void attach_prepare(struct sampler_bpf *skel, bool multi)
 	if (!multi)
 		return;
 	bpf_object__for_each_program(prog, skel->obj)
-		bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
+	    bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
 }
 
 static int grow(struct attachment *a)
@@ -83,10 +83,31 @@ static int grow(struct attachment *a)
 	return 0;
 }
 
+static uint64_t cookie_kind(const struct probe_spec *p)
+{
+	switch (p->kind) {
+	case PROBE_POLL:
+		return D9_COOKIE(D9_PK_POLL, 0);
+	case PROBE_DEALLOC:
+		return D9_COOKIE(D9_PK_DEALLOC, 0);
+	case PROBE_PARK:
+		return D9_COOKIE(D9_PK_PARK, p->cookie);
+	case PROBE_IDLE:
+		return D9_COOKIE(D9_PK_IDLE, 0);
+	default:
+		return 0;
+	}
+}
+
+static uint64_t cookie_of(const struct probe_spec *p)
+{
+	return cookie_kind(p) | (p->xol ? D9_COOKIE_XOL : 0);
+}
+
 static int attach_one(struct attachment *a, struct bpf_program *prog, const struct target *t,
 		      const struct probe_spec *p, bool retprobe)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = p->cookie);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie_of(p));
 	struct bpf_link *l;
 	int err;
 
@@ -107,9 +128,34 @@ static int attach_one(struct attachment *a, struct bpf_program *prog, const stru
 	return 0;
 }
 
-/* One uprobe_multi link: every probe of the given kind, entry or return. */
+typedef bool (*probe_filter)(const struct probe_spec *p);
+
+/* Hot probes fire on (nearly) every poll; cold ones on parks, deallocs and idle workers. */
+static bool is_hot(const struct probe_spec *p)
+{
+	return p->kind == PROBE_POLL || (p->kind == PROBE_PARK && p->cookie == D9_PARK_YIELD);
+}
+
+static bool is_armed_cold(const struct probe_spec *p)
+{
+	return (p->kind == PROBE_DEALLOC || p->kind == PROBE_PARK || p->kind == PROBE_IDLE) &&
+	       !is_hot(p);
+}
+
+static bool is_any(const struct probe_spec *p)
+{
+	(void)p;
+	return true;
+}
+
+static bool is_worker_run(const struct probe_spec *p)
+{
+	return p->kind == PROBE_WORKER_RUN;
+}
+
+/* One uprobe_multi link: every probe the filter selects, entry or return. */
 static int attach_multi(struct attachment *a, struct bpf_program *prog, const struct target *t,
-			enum probe_kind kind, bool retprobe)
+			probe_filter want, bool retprobe)
 {
 	union d9_link_create_attr attr;
 	uint64_t *offs = calloc(t->nprobes, sizeof(*offs));
@@ -122,10 +168,10 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 		goto out;
 	}
 	for (size_t i = 0; i < t->nprobes; i++) {
-		if (t->probes[i].kind != kind)
+		if (!want(&t->probes[i]))
 			continue;
 		offs[cnt] = t->probes[i].offset;
-		cookies[cnt++] = t->probes[i].cookie;
+		cookies[cnt++] = cookie_of(&t->probes[i]);
 	}
 	if (!cnt || (err = grow(a)))
 		goto out;
@@ -141,9 +187,8 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 	fd = (int)syscall(__NR_bpf, D9_BPF_LINK_CREATE, &attr, sizeof(attr));
 	if (fd < 0) {
 		err = -errno;
-		fprintf(stderr, "dial9-bpf: failed to attach %u %s %s probes to %s: %s\n", cnt,
-			probe_kind_name(kind), retprobe ? "return" : "entry", t->exe_path,
-			strerror(-err));
+		fprintf(stderr, "dial9-bpf: failed to attach %u %s probes to %s: %s\n", cnt,
+			retprobe ? "return" : "entry", t->exe_path, strerror(-err));
 		goto out;
 	}
 	a->fds[a->n++] = fd;
@@ -154,35 +199,43 @@ out:
 	return err;
 }
 
-int attach_probes(struct sampler_bpf *skel, const struct target *t, struct attachment *a)
+static int attach_filtered(struct attachment *a, struct bpf_program *prog, const struct target *t,
+			   probe_filter want, bool retprobe)
 {
-	static const struct {
-		enum probe_kind kind;
-		bool ret;
-	} order[] = {
-		/* Returns before entries: an entry without its return would leave a thread's
-		 * nesting depth one too high until it ages out. */
-		{PROBE_POLL, true},   {PROBE_DEALLOC, false}, {PROBE_WORKER_RUN, false},
-		{PROBE_PARK, false},  {PROBE_POLL, false},
-	};
 	int err = 0;
 
-	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]) && !err; k++) {
-		enum probe_kind kind = order[k].kind;
-		bool ret = order[k].ret;
-		struct bpf_program *prog = kind == PROBE_POLL	   ? (ret ? skel->progs.poll_return
-									  : skel->progs.poll_entry)
-					   : kind == PROBE_DEALLOC ? skel->progs.task_dealloc
-					   : kind == PROBE_WORKER_RUN ? skel->progs.worker_run
-								      : skel->progs.park_point;
+	if (a->multi)
+		return attach_multi(a, prog, t, want, retprobe);
+	for (size_t i = 0; i < t->nprobes && !err; i++)
+		if (want(&t->probes[i]))
+			err = attach_one(a, prog, t, &t->probes[i], retprobe);
+	return err;
+}
 
-		if (a->multi) {
-			err = attach_multi(a, prog, t, kind, ret);
-			continue;
-		}
-		for (size_t i = 0; i < t->nprobes && !err; i++)
-			if (t->probes[i].kind == kind)
-				err = attach_one(a, prog, t, &t->probes[i], ret);
+int attach_probes_prog(struct bpf_program *prog, const struct target *t, bool retprobe,
+		       struct attachment *a)
+{
+	int err = attach_filtered(a, prog, t, is_any, retprobe);
+
+	if (err)
+		detach_probes(a);
+	return err;
+}
+
+int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_group g,
+		  struct attachment *a)
+{
+	int err;
+
+	if (g == ATTACH_PERSISTENT) {
+		err = attach_filtered(a, skel->progs.worker_run, t, is_worker_run, false);
+	} else {
+		/* No return probe: see finish_frame() in bpf/sampler.bpf.c. Cold probes first and
+		 * hot ones last (detach_probes removes them in reverse order): installing takes
+		 * milliseconds, and the target pays for every hit on a probe in place. */
+		err = attach_filtered(a, skel->progs.probe_entry, t, is_armed_cold, false);
+		if (!err)
+			err = attach_filtered(a, skel->progs.probe_entry, t, is_hot, false);
 	}
 	if (err)
 		detach_probes(a);
@@ -217,6 +270,12 @@ void detach_probes(struct attachment *a)
 
 	if (!a->n)
 		goto out;
+	if (a->multi) {
+		/* A few links: newest (hottest) first, so it is gone soonest. */
+		for (size_t i = a->n; i-- > 0;)
+			close(a->fds[i]);
+		goto out;
+	}
 	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
 	 * links from several threads overlaps those waits. */
 	per = (a->n + NTHREADS - 1) / NTHREADS;

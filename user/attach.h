@@ -31,9 +31,19 @@ struct attachment {
 bool attach_multi_supported(void);
 /* Must run between open and load: programs for uprobe_multi need their attach type set. */
 void attach_prepare(struct sampler_bpf *skel, bool multi);
-/* Attaches every probe of the target; on failure detaches what it attached and returns a
- * negative errno after printing one line. */
-int attach_probes(struct sampler_bpf *skel, const struct target *t, struct attachment *a);
+enum attach_group {
+	ATTACH_PERSISTENT, /* worker::run: rare, always attached */
+	ATTACH_ARMED,      /* per-poll probes: raw::poll entry/return, dealloc, park points */
+};
+
+/* Attaches one group of the target's probes into a (which must be empty); on failure detaches
+ * what it attached and returns a negative errno after printing one line. */
+int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_group g,
+		  struct attachment *a);
+/* Attaches every probe of t, whatever its kind, to one program (calibration). */
+struct bpf_program;
+int attach_probes_prog(struct bpf_program *prog, const struct target *t, bool retprobe,
+		       struct attachment *a);
 /* Removes every probe from the target. Idempotent. */
 void detach_probes(struct attachment *a);
 

@@ -270,7 +270,11 @@ static void write_sample(struct collector *c, const struct d9_sample *s)
 	ts.park_point = park_point_name(s->park_point);
 	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
 	ts.weight_count = stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
-	ts.weight_idle_ns = (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts.prob + 0.5);
+	ts.idle_known = s->flags & D9_SF_IDLE_KNOWN;
+	ts.weight_idle_ns = ts.idle_known ? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) /
+							   ts.prob +
+						0.5)
+					  : 0;
 	ts.nframes = nframes;
 	ts.frames = frames;
 	note_thread(c, s->tid, ts.worker);

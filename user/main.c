@@ -20,7 +20,9 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "arming.h"
 #include "attach.h"
+#include "calibrate.h"
 #include "collector.h"
 #include "metadata.h"
 #include "options.h"
@@ -205,6 +207,7 @@ static int finish_writers(const struct options *o, const struct target *t,
 int main(int argc, char **argv)
 {
 	struct attachment links = {};
+	struct arming arm = {};
 	struct run_summary run = {};
 	struct sampler_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
@@ -296,8 +299,26 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	pidfd = (int)syscall(SYS_pidfd_open, o.pid, 0);
 
+	err = calibrate_probe_cost(skel, links.multi, &arm.cost);
+	if (err && o.verbose)
+		fprintf(stderr, "dial9-bpf: probe cost calibration failed (%s): assuming %.0f ns\n",
+			strerror(-err), arm.cost.entry_ns);
+	/* Windows need fast attach and detach: per-offset links take seconds to remove. */
+	if (!links.multi && o.overhead_budget < 100) {
+		fprintf(stderr, "dial9-bpf: this kernel has no uprobe_multi links (6.6+): probing "
+				"every poll, the overhead budget is not enforced\n");
+		o.overhead_budget = 100;
+	}
 	t0 = now_ns(CLOCK_MONOTONIC);
-	err = attach_probes(skel, t, &links);
+	err = attach_probes(skel, t, ATTACH_PERSISTENT, &links);
+	if (!err) {
+		arm.skel = skel;
+		arm.t = t;
+		arm.budget = o.overhead_budget / 100.0;
+		arm.seed = o.seed;
+		arm.links.multi = links.multi;
+		err = arming_start(&arm);
+	}
 	if (err) {
 		err = 1;
 		goto cleanup;
@@ -307,7 +328,8 @@ int main(int argc, char **argv)
 	 * libraries no sample hit yet stay available if it exits before the end. */
 	for (size_t it = 0; !symbolizer_next_module(sym, &it, &(struct sym_module){});)
 		;
-	run.probes_attached = links.probes;
+	run.probes_attached = links.probes + t->count[PROBE_POLL] + t->count[PROBE_DEALLOC] +
+			      t->count[PROBE_PARK] + t->count[PROBE_IDLE];
 	run.uprobe_multi = links.multi;
 	run.started_ns = now_ns(CLOCK_MONOTONIC);
 	run.started_realtime_ns = now_ns(CLOCK_REALTIME);
@@ -332,6 +354,10 @@ int main(int argc, char **argv)
 		}
 		now = now_ns(CLOCK_MONOTONIC);
 		collector_flush(&col, now, false);
+		if (arm.error) {
+			run.stop_reason = "attach_failed";
+			break;
+		}
 		if (target_gone(pidfd, o.pid)) {
 			run.stop_reason = "target_exited";
 			if (!o.quiet)
@@ -354,6 +380,7 @@ int main(int argc, char **argv)
 cleanup:
 	/* One exit path: probes first, so the target runs unprobed as early as possible. */
 	t0 = now_ns(CLOCK_MONOTONIC);
+	arming_stop(&arm);
 	detach_probes(&links);
 	run.detach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	if (running) {
@@ -365,6 +392,7 @@ cleanup:
 		if (finish_writers(&o, t, sym, &col, &run, writers, nwriters))
 			err = 1;
 		nwriters = 0;
+		run.arming = &arm;
 		int merr = metadata_write(o.output_dir, &o, t, &col, &run);
 		if (merr) {
 			fprintf(stderr, "dial9-bpf: failed to write %s/metadata.json: %s\n",
@@ -395,5 +423,6 @@ cleanup:
 	symbolizer_free(sym);
 	sampler_bpf__destroy(skel);
 	target_close(t);
+	arming_free(&arm);
 	return err;
 }

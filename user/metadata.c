@@ -3,8 +3,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include "arming.h"
 #include "collector.h"
 #include "json.h"
 #include "metadata.h"
@@ -20,6 +22,9 @@ static const char *const counter_names[D9_CNT_MAX] = {
 	[D9_CNT_TASK_ID_BAD] = "task_id_unreadable",
 	[D9_CNT_PARK_HITS] = "park_point_captures",
 	[D9_CNT_STACK_ERRORS] = "stack_capture_errors",
+	[D9_CNT_HITS] = "probe_hits",
+	[D9_CNT_HITS_XOL] = "probe_hits_single_stepped",
+	[D9_CNT_CALIB_HITS] = "calibration_hits",
 };
 
 static const char *worker_detection(const struct collector *c)
@@ -81,6 +86,42 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 	fputs("]},\n", f);
 }
 
+static void write_overhead(FILE *f, const struct options *o, const struct run_summary *r)
+{
+	struct arming *a = r->arming;
+	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
+	struct rusage ru = {};
+
+	getrusage(RUSAGE_SELF, &ru);
+	pthread_mutex_lock(&a->lock);
+	fprintf(f,
+		"  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
+		"    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
+		"\"measured\": %s},\n"
+		"    \"windows\": %" PRIu64 ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f,\n"
+		"    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
+		"\"est_overhead_pct\": %.3f,\n"
+		"    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n    \"epochs\": [",
+		o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
+		a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false",
+		a->windows, run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0,
+		(double)a->attach_ns / 1e6, (double)a->target_cpu_ns / 1e9,
+		(double)a->probe_cpu_ns / 1e9,
+		a->target_cpu_ns > a->probe_cpu_ns
+			? 100.0 * (double)a->probe_cpu_ns / (double)(a->target_cpu_ns - a->probe_cpu_ns)
+			: 0.0,
+		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+		ru.ru_maxrss);
+	for (size_t i = 0; i < a->nlog; i++)
+		fprintf(f, "%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
+			   "\"est_overhead_pct\": %.3f}",
+			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
+			100.0 * a->log[i].est_overhead);
+	fputs("]},\n", f);
+	pthread_mutex_unlock(&a->lock);
+}
+
 int metadata_write(const char *dir, const struct options *o, const struct target *t,
 		   const struct collector *c, const struct run_summary *r)
 {
@@ -118,6 +159,8 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	json_str(f, r->stop_reason);
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
 	write_probes(f, t, r);
+	if (r->arming)
+		write_overhead(f, o, r);
 	write_workers(f, c);
 	fputs("  \"counters\": {", f);
 	for (int i = 0; i < D9_CNT_MAX; i++)

@@ -9,6 +9,7 @@
 struct options;
 struct target;
 struct collector;
+struct arming;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -22,6 +23,7 @@ struct run_summary {
 	double detach_ms;
 	uint64_t probes_attached;
 	bool uprobe_multi;
+	struct arming *arming;
 };
 
 /* Writes DIR/metadata.json atomically (temporary file + rename). Returns 0 or -errno. */

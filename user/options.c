@@ -32,6 +32,7 @@ enum {
 	OPT_CAP_BURST = 0x100,
 	OPT_SEED,
 	OPT_FORMAT,
+	OPT_OVERHEAD,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -41,6 +42,10 @@ static const struct argp_option argp_opts[] = {
 	{"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
 	{"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 2 x hz)", 0},
 	{"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},
+	{"overhead-budget", OPT_OVERHEAD, "PCT", 0,
+	 "Max share of the target's CPU the probes may cost (default 1; 100 = probe every "
+	 "poll)",
+	 0},
 	{"format", OPT_FORMAT, "LIST", 0,
 	 "Outputs, comma separated: jsonl,perf,pprof,folded,flamegraph or all (default all)", 0},
 	{"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},
@@ -143,6 +148,13 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		o->seed = v;
 		o->seed_set = true;
 		break;
+	case OPT_OVERHEAD:
+		errno = 0;
+		o->overhead_budget = strtod(arg, &end);
+		if (errno || *end || end == arg || !(o->overhead_budget > 0) ||
+		    o->overhead_budget > 100)
+			bad_usage("invalid --overhead-budget '%s': give a percentage in (0, 100]", arg);
+		break;
 	case OPT_FORMAT:
 		if (parse_formats(arg, &o->formats))
 			bad_usage("invalid --format '%s': use a comma-separated list of jsonl, perf, "
@@ -220,6 +232,7 @@ int options_parse(int argc, char **argv, struct options *o)
 		return 0;
 	}
 	o->per_worker_hz = 10;
+	o->overhead_budget = 1;
 	err = env_defaults(o);
 	if (err)
 		return err;

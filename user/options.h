@@ -31,6 +31,7 @@ struct options {
 	uint64_t cap_burst; /* token bucket size in samples; default 2 x hz */
 	bool seed_set;
 	uint64_t seed;
+	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
 };

@@ -24,9 +24,11 @@ static const struct {
 	{"tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0, 1},
 	{"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, 0},
 	{"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, 0},
-	{"tokio::runtime::task::waker::clone_waker", PROBE_PARK, D9_PARK_CLONE_WAKER, 1},
-	{"tokio::runtime::task::waker::wake_by_ref", PROBE_PARK, D9_PARK_WAKE_BY_REF, 1},
-	{"tokio::runtime::task::waker::wake_by_val", PROBE_PARK, D9_PARK_WAKE_BY_VAL, 1},
+	{"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0, 0},
+	{"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0, 0},
+	/* Park points: the outermost Tokio resource polls, where a task stores its waker and
+	 * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
+	 * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
 	{"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK,
 	 D9_PARK_LEAF, 0},
 	{"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll",
@@ -35,13 +37,19 @@ static const struct {
 	 D9_PARK_LEAF, 0},
 	{"tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK, D9_PARK_LEAF,
 	 0},
+	{"tokio::runtime::io::registration::Registration::poll_ready", PROBE_PARK, D9_PARK_LEAF, 0},
+	{"<tokio::runtime::task::join::JoinHandle<*> as core::future::future::Future>::poll",
+	 PROBE_PARK, D9_PARK_LEAF, 0},
+	{"<tokio::task::yield_now::yield_now::*::YieldNow as core::future::future::Future>::poll",
+	 PROBE_PARK, D9_PARK_YIELD, 0},
 };
 
 const char *probe_kind_name(enum probe_kind k)
 {
-	static const char *const names[] = {"raw::poll", "raw::dealloc", "worker::run", "park"};
+	static const char *const names[] = {"raw::poll", "raw::dealloc", "worker::run", "park",
+					    "worker_park"};
 
-	return k <= PROBE_PARK ? names[k] : "?";
+	return k <= PROBE_IDLE ? names[k] : "?";
 }
 
 const char *park_point_name(uint32_t cookie)
@@ -55,6 +63,8 @@ const char *park_point_name(uint32_t cookie)
 		return "wake_by_val";
 	case D9_PARK_LEAF:
 		return "resource_poll";
+	case D9_PARK_YIELD:
+		return "yield";
 	default:
 		return "none";
 	}
@@ -88,8 +98,21 @@ int target_classify_symbol(const char *name, enum probe_kind *kind, uint32_t *co
 	const char *dm = normalize(name, buf, sizeof(buf));
 
 	for (size_t i = 0; i < sizeof(probe_names) / sizeof(probe_names[0]); i++) {
+		const char *star = strchr(probe_names[i].name, '*');
 		size_t n = strlen(probe_names[i].name);
 
+		if (star) {
+			/* "prefix*suffix": generic parameters or closure names in between. */
+			size_t pre = (size_t)(star - probe_names[i].name), suf = n - pre - 1;
+			size_t len = strlen(dm);
+
+			if (len < pre + suf || strncmp(dm, probe_names[i].name, pre) ||
+			    strcmp(dm + len - suf, star + 1))
+				continue;
+			*kind = probe_names[i].kind;
+			*cookie = probe_names[i].cookie;
+			return 1;
+		}
 		if (strncmp(dm, probe_names[i].name, n))
 			continue;
 		if (dm[n] && !(probe_names[i].prefix && (dm[n] == '<' || !strncmp(dm + n, "::<", 3))))
@@ -278,6 +301,48 @@ static void report_no_tokio(const struct target *t)
 		t->exe_path, t->pid);
 }
 
+bool probe_insn_needs_xol(const unsigned char *b, size_t len)
+{
+	if (len >= 1 && b[0] >= 0x50 && b[0] <= 0x57)
+		return false; /* push r64 */
+	if (len >= 2 && (b[0] == 0x41) && b[1] >= 0x50 && b[1] <= 0x57)
+		return false; /* push r8-r15 */
+	return true;
+}
+
+static void classify_insns(struct target *t)
+{
+	int fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
+
+	for (size_t i = 0; i < t->nprobes; i++) {
+		unsigned char b[2] = {};
+
+		t->probes[i].xol = fd < 0 || pread(fd, b, sizeof(b), (off_t)t->probes[i].offset) !=
+						     (ssize_t)sizeof(b) ||
+				   probe_insn_needs_xol(b, sizeof(b));
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* A park point is optional (several cover the same parks); one the kernel must single-step
+ * costs an order of magnitude more per hit than one it emulates: leave it out. */
+static void drop_costly_park_points(struct target *t)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < t->nprobes; i++) {
+		if (t->probes[i].kind == PROBE_PARK && t->probes[i].xol) {
+			t->count[PROBE_PARK]--;
+			t->park_points_skipped++;
+			free(t->probes[i].name);
+			continue;
+		}
+		t->probes[j++] = t->probes[i];
+	}
+	t->nprobes = j;
+}
+
 int target_open(int pid, struct target **out)
 {
 	struct target *t = calloc(1, sizeof(*t));
@@ -322,6 +387,8 @@ int target_open(int pid, struct target **out)
 		err = -ENOENT;
 		goto fail;
 	}
+	classify_insns(t);
+	drop_costly_park_points(t);
 	*out = t;
 	return 0;
 fail:

@@ -4,6 +4,7 @@
 #define D9_TARGET_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "dial9_bpf.h"
@@ -15,6 +16,7 @@ enum probe_kind {
 	PROBE_DEALLOC,    /* raw::dealloc */
 	PROBE_WORKER_RUN, /* multi_thread::worker::run */
 	PROBE_PARK,       /* park points; cookie = enum d9_park_point */
+	PROBE_IDLE,       /* the worker parks: its thread's polls have all returned */
 };
 
 struct probe_spec {
@@ -23,6 +25,7 @@ struct probe_spec {
 	uint64_t vaddr;
 	uint64_t offset; /* uprobe file offset */
 	char *name;      /* demangled */
+	bool xol;        /* the probed instruction is single-stepped, not emulated */
 };
 
 struct target {
@@ -33,7 +36,8 @@ struct target {
 	struct elf_file *elf;
 	struct probe_spec *probes;
 	size_t nprobes;
-	size_t count[PROBE_PARK + 1];
+	size_t count[PROBE_IDLE + 1];
+	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
 };
 
 /* Checks the process and finds the probe points. On failure prints one line naming the
@@ -42,6 +46,10 @@ int target_open(int pid, struct target **out);
 void target_close(struct target *t);
 const char *probe_kind_name(enum probe_kind k);
 const char *park_point_name(uint32_t cookie);
+
+/* Whether the kernel single-steps the instruction starting with these bytes when probed (x86
+ * uprobes emulate push, the first instruction of most functions, and step the rest). */
+bool probe_insn_needs_xol(const unsigned char *insn, size_t len);
 
 /* Classifies a demangled symbol; returns 1 and fills kind/cookie when it is a probe point. */
 int target_classify_symbol(const char *demangled, enum probe_kind *kind, uint32_t *cookie);

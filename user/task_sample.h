@@ -27,6 +27,9 @@ struct task_sample {
 	double prob; /* inclusion probability */
 	uint64_t epoch;
 	uint64_t idle_start_ns, idle_end_ns, poll_end_ns;
+	/* False when the task's previous Pending return was not observed (it happened while the
+	 * probes were detached, see arming.h): idle_start_ns is then 0 and weight_idle_ns 0. */
+	bool idle_known;
 	bool capped;
 	const char *outcome;    /* "pending", "complete", "unknown" */
 	const char *park_point; /* which probe captured the stack */

@@ -31,7 +31,11 @@ static void test_legacy_names(void **state)
 	expect_probe("tokio::runtime::task::raw::poll", PROBE_POLL, 0);
 	expect_probe("tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0);
 	expect_probe("tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0);
-	expect_probe("tokio::runtime::task::waker::clone_waker", PROBE_PARK, D9_PARK_CLONE_WAKER);
+	expect_probe("<tokio::runtime::task::join::JoinHandle<T> as core::future::future::Future>::poll",
+		     PROBE_PARK, D9_PARK_LEAF);
+	expect_probe("<tokio::task::yield_now::yield_now::{{closure}}::YieldNow as "
+		     "core::future::future::Future>::poll",
+		     PROBE_PARK, D9_PARK_YIELD);
 	expect_probe("tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK,
 		     D9_PARK_LEAF);
 }
@@ -58,6 +62,8 @@ static void test_near_misses(void **state)
 	expect_none("<tokio::time::sleep::Sleep>::poll_elapsed");
 	expect_none("<<tokio::x as y>::z");
 	expect_none("<");
+	expect_none("tokio::runtime::task::waker::clone_waker");
+	expect_none("<tokio::runtime::task::join::JoinHandle<T> as core::future::future::Future>::poll2");
 	expect_none("");
 }
 

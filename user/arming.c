@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "arming.h"
+#include "dial9_bpf.h"
+#include "sampler.skel.h"
+#include "target.h"
+
+#define NSEC 1000000000ULL
+/* Shortest window worth arming for: attaching takes ~1-2 ms. */
+#define MIN_WINDOW_NS 2000000ULL
+#define MAX_WINDOWS_PER_SEC 8
+#define MIN_DUTY 0.001
+#define INITIAL_DUTY 0.005
+/* At or above this duty, windows save too little to pay for arming cycles. */
+#define CONTINUOUS_DUTY 0.9
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleeps until the monotonic time t or until asked to stop; returns false if stopping. */
+static bool sleep_until(struct arming *a, uint64_t t)
+{
+	for (;;) {
+		uint64_t now = mono_ns(), wake;
+		struct timespec ts;
+
+		if (a->stop)
+			return false;
+		if (now >= t)
+			return true;
+		/* Wake at least every 50 ms to notice a stop request. */
+		wake = t - now > 50000000ULL ? now + 50000000ULL : t;
+		ts.tv_sec = (time_t)(wake / NSEC);
+		ts.tv_nsec = (long)(wake % NSEC);
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+}
+
+static double uniform(struct arming *a)
+{
+	uint64_t x = a->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	a->rng = x;
+	return (double)((x * 0x2545f4914f6cdd1dULL) >> 11) * 0x1.0p-53;
+}
+
+static void set_window(struct arming *a, uint64_t start, uint64_t end, double duty,
+		       uint64_t armed_since)
+{
+	struct d9_arming w = {
+	    .window_start = start,
+	    .window_end = end,
+	    .duty = duty >= 1.0 ? D9_PROB_ONE : (uint64_t)(duty * (double)D9_PROB_ONE),
+	    .armed_since = armed_since,
+	    .generation = a->generation,
+	};
+	uint32_t zero = 0;
+
+	bpf_map__update_elem(a->skel->maps.arming, &zero, sizeof(zero), &w, sizeof(w), BPF_ANY);
+}
+
+static uint64_t counter(struct arming *a, uint32_t idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t vals[ncpu > 0 ? ncpu : 1], sum = 0;
+
+	if (ncpu <= 0 ||
+	    bpf_map__lookup_elem(a->skel->maps.counters, &idx, sizeof(idx), vals, sizeof(vals), 0))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
+
+static uint64_t target_cpu_ns(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!p || !(p = strrchr(buf, ')')))
+		return 0;
+	/* Fields after the comm: state is field 3, utime 14, stime 15. */
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (ut + st) * (NSEC / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+static int arm(struct arming *a)
+{
+	uint64_t t0 = mono_ns(), dt;
+	int err;
+
+	a->generation++;
+	err = attach_probes(a->skel, a->t, ATTACH_ARMED, &a->links);
+	dt = mono_ns() - t0;
+	if (getenv("DIAL9_DEBUG_ARMING"))
+		fprintf(stderr, "dial9-bpf: armed in %.2f ms\n", dt / 1e6);
+	pthread_mutex_lock(&a->lock);
+	a->attach_ns += dt;
+	if (err)
+		a->error = err;
+	pthread_mutex_unlock(&a->lock);
+	return err;
+}
+
+/* Removing a uprobe_multi link takes its breakpoints out at once but then waits for an RCU
+ * grace period (~0.1 s): the wait happens in a thread of its own so windows keep their
+ * schedule. */
+static void *detach_async(void *p)
+{
+	detach_probes(p);
+	free(p);
+	return NULL;
+}
+
+static void disarm(struct arming *a)
+{
+	struct attachment *old;
+	pthread_attr_t attr;
+	pthread_t th;
+
+	/* Close the gate first: hits while the links are torn down must not count. */
+	set_window(a, 0, 0, a->duty, 0);
+
+	if (!a->links.n)
+		return;
+	old = malloc(sizeof(*old));
+	if (old) {
+		*old = a->links;
+		memset(&a->links, 0, sizeof(a->links));
+		a->links.multi = old->multi;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (!pthread_create(&th, &attr, detach_async, old)) {
+			pthread_attr_destroy(&attr);
+			return;
+		}
+		pthread_attr_destroy(&attr);
+		a->links = *old;
+		free(old);
+	}
+	detach_probes(&a->links);
+}
+
+/* One second of the schedule: up to MAX_WINDOWS_PER_SEC slots, one window each at a uniform
+ * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
+static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint32_t *nwin,
+		       uint64_t *armed)
+{
+	uint64_t k = (uint64_t)floor(duty * (double)NSEC / (double)MIN_WINDOW_NS);
+	struct {
+		uint64_t a, b;
+	} pieces[2 * MAX_WINDOWS_PER_SEC];
+	size_t n = 0;
+	uint64_t slot, w;
+
+	k = k < 1 ? 1 : k > MAX_WINDOWS_PER_SEC ? MAX_WINDOWS_PER_SEC : k;
+	slot = NSEC / k;
+	w = (uint64_t)(duty * (double)slot);
+	for (uint64_t i = 0; i < k; i++) {
+		uint64_t s0 = epoch_start + i * slot, u = (uint64_t)(uniform(a) * (double)slot);
+
+		if (u + w <= slot) {
+			pieces[n].a = s0 + u;
+			pieces[n++].b = s0 + u + w;
+		} else {
+			pieces[n].a = s0;
+			pieces[n++].b = s0 + u + w - slot;
+			pieces[n].a = s0 + u;
+			pieces[n++].b = s0 + slot;
+		}
+	}
+	/* Time order; merge pieces that touch so they are one arming. */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && pieces[j].a < pieces[j - 1].a; j--) {
+			uint64_t ta = pieces[j].a, tb = pieces[j].b;
+
+			pieces[j] = pieces[j - 1];
+			pieces[j - 1].a = ta;
+			pieces[j - 1].b = tb;
+		}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t start = pieces[i].a, end = pieces[i].b, since;
+
+		while (i + 1 < n && pieces[i + 1].a <= end)
+			end = pieces[++i].b > end ? pieces[i].b : end;
+		/* Attach at the planned start and open the gate when attached, for the planned
+		 * length: the window moves by the attach latency, which does not depend on what
+		 * the target does, so every instant keeps coverage probability duty. Attaching
+		 * ahead instead would keep the probes in place, and paid for, before the gate. */
+		if (!sleep_until(a, start))
+			return 0;
+		if (arm(a))
+			return a->error;
+		since = mono_ns();
+		set_window(a, since, since + (end - start), duty, since);
+		(*nwin)++;
+		sleep_until(a, since + (end - start));
+		disarm(a);
+		*armed += end - start;
+		if (a->stop)
+			return 0;
+	}
+	return 0;
+}
+
+/* CPU the probes cost the target: hits (polls, park points, deallocs) x one hit's cost. */
+static double probe_cpu(const struct arming *a, uint64_t dhits, uint64_t dxol)
+{
+	double xol = (double)(dxol < dhits ? dxol : dhits);
+
+	return ((double)dhits - xol) * a->cost.entry_ns + xol * a->cost.xol_ns;
+}
+
+/* The duty that spends `budget` of the target's own CPU, from the last epoch's figures. */
+static double next_duty(const struct arming *a, double probe_ns, double own_ns, uint64_t armed_ns)
+{
+	double armed_cost_per_s, duty;
+
+	if (!armed_ns)
+		return a->duty;
+	armed_cost_per_s = probe_ns / ((double)armed_ns / (double)NSEC);
+	if (armed_cost_per_s <= 0)
+		return a->duty * 2; /* nothing hit the probes: arm more to learn */
+	duty = a->budget * own_ns / armed_cost_per_s;
+	/* Grow slowly, shrink at once: overshooting the budget is the error to avoid. */
+	return duty > 2 * a->duty ? 2 * a->duty : duty;
+}
+
+static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, double overhead)
+{
+	if (a->nlog == a->caplog) {
+		size_t ncap = a->caplog ? a->caplog * 2 : 64;
+		void *np = realloc(a->log, ncap * sizeof(*a->log));
+
+		if (!np)
+			return;
+		a->log = np;
+		a->caplog = ncap;
+	}
+	a->log[a->nlog++] = (struct arming_epoch){epoch, a->duty, nwin, overhead};
+}
+
+static void *arming_thread(void *arg)
+{
+	struct arming *a = arg;
+	uint64_t hits0 = counter(a, D9_CNT_HITS), xol0 = counter(a, D9_CNT_HITS_XOL);
+	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0;
+	bool continuous = false;
+
+	while (!a->stop) {
+		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, armed = 0;
+		double overhead, duty, probe_ns, own_ns;
+		uint32_t nwin = 0;
+
+		hits = counter(a, D9_CNT_HITS);
+		xol = counter(a, D9_CNT_HITS_XOL);
+		cpu = target_cpu_ns(a->t->pid);
+		probe_ns = probe_cpu(a, hits - hits0, xol - xol0);
+		own_ns = (double)(cpu - cpu0) - probe_ns;
+		/* An idle target: a millisecond of CPU per second as the reference. */
+		if (own_ns < 1e6)
+			own_ns = 1e6;
+		overhead = probe_ns / own_ns;
+		duty = next_duty(a, probe_ns, own_ns, armed_prev);
+		pthread_mutex_lock(&a->lock);
+		a->probe_cpu_ns += (uint64_t)probe_ns;
+		a->target_cpu_ns += cpu - cpu0;
+		a->last_overhead = overhead;
+		if (a->nlog)
+			a->log[a->nlog - 1].est_overhead = overhead;
+		pthread_mutex_unlock(&a->lock);
+		hits0 = hits;
+		xol0 = xol;
+		cpu0 = cpu;
+		a->duty = duty < MIN_DUTY ? MIN_DUTY : duty >= CONTINUOUS_DUTY ? 1.0 : duty;
+		if (a->budget >= 1.0)
+			a->duty = 1.0;
+
+		if (a->duty >= 1.0) {
+			if (!continuous) {
+				if (arm(a))
+					break;
+				set_window(a, mono_ns(), UINT64_MAX, 1.0, mono_ns());
+				continuous = true;
+				nwin = 1;
+			}
+			armed = (epoch + 1) * NSEC - now;
+			pthread_mutex_lock(&a->lock);
+			log_epoch(a, epoch, nwin, 0);
+			a->armed_ns += armed;
+			a->windows += nwin;
+			pthread_mutex_unlock(&a->lock);
+			sleep_until(a, (epoch + 1) * NSEC);
+			armed_prev = armed;
+			continue;
+		}
+		if (continuous) {
+			disarm(a);
+			continuous = false;
+		}
+		if (run_windows(a, epoch * NSEC, a->duty, &nwin, &armed))
+			break;
+		pthread_mutex_lock(&a->lock);
+		log_epoch(a, epoch, nwin, 0);
+		a->armed_ns += armed;
+		a->windows += nwin;
+		pthread_mutex_unlock(&a->lock);
+		armed_prev = armed;
+		sleep_until(a, (epoch + 1) * NSEC);
+	}
+	disarm(a);
+	return NULL;
+}
+
+int arming_start(struct arming *a)
+{
+	int err;
+
+	pthread_mutex_init(&a->lock, NULL);
+	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
+	a->rng |= 1;
+	a->duty = a->budget >= 1.0 ? 1.0 : INITIAL_DUTY;
+	/* A first attach and detach in the caller's thread: a target that cannot be probed
+	 * fails here, with its message, before any output is written. */
+	err = arm(a);
+	if (err)
+		return err;
+	disarm(a);
+	err = pthread_create(&a->thread, NULL, arming_thread, a);
+	if (err)
+		return -err;
+	a->started = true;
+	return 0;
+}
+
+void arming_stop(struct arming *a)
+{
+	if (a->started) {
+		a->stop = 1;
+		pthread_join(a->thread, NULL);
+		a->started = false;
+	}
+	detach_probes(&a->links);
+}
+
+void arming_free(struct arming *a)
+{
+	free(a->log);
+	a->log = NULL;
+	a->nlog = a->caplog = 0;
+}

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "attach.h"
+#include "calibrate.h"
+#include "elf_file.h"
+#include "sampler.skel.h"
+#include "target.h"
+
+#define CALIB_CALLS 4000
+
+/* The probed functions, in assembly so their first instruction is known: the cost of a hit
+ * depends on it. A frame-pointer prologue (push, emulated) and a "sub rsp" one (stepped). */
+int d9_calib_push(int x);
+int d9_calib_xol(int x);
+__asm__(".text\n"
+	".globl d9_calib_push\n.type d9_calib_push,@function\n"
+	"d9_calib_push:\n\tpush %rbp\n\tmov %rsp,%rbp\n\tlea 1(%rdi),%eax\n\tpop %rbp\n\tret\n"
+	".size d9_calib_push, .-d9_calib_push\n"
+	".globl d9_calib_xol\n.type d9_calib_xol,@function\n"
+	"d9_calib_xol:\n\tsub $8,%rsp\n\tlea 1(%rdi),%eax\n\tadd $8,%rsp\n\tret\n"
+	".size d9_calib_xol, .-d9_calib_xol\n");
+
+static double thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Thread CPU time, not wall time: the trap is charged to the calling thread, and other load
+ * on the machine does not change it. Best of three against scheduler noise. */
+static double time_calls(int (*fn)(int))
+{
+	double best = 1e30;
+
+	for (int r = 0; r < 3; r++) {
+		double t0 = thread_cpu_ns();
+		int x = 0;
+
+		for (int i = 0; i < CALIB_CALLS; i++)
+			x = fn(x);
+		double dt = thread_cpu_ns() - t0;
+		if (x == CALIB_CALLS && dt < best)
+			best = dt;
+	}
+	return best / CALIB_CALLS;
+}
+
+static int self_probe(struct target *self, const char *name)
+{
+	const struct elf_sym *syms;
+	size_t n;
+
+	syms = elf_file_syms(self->elf, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(syms[i].name, name))
+			continue;
+		if (elf_file_vaddr_to_offset(self->elf, syms[i].addr, &self->probes[0].offset))
+			return -ENOENT;
+		self->probes[0].vaddr = syms[i].addr;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Thread CPU per call of fn with a counting uprobe on its first instruction, minus without. */
+static int hit_cost(struct sampler_bpf *skel, struct target *self, bool multi, const char *name,
+		    int (*fn)(int), double *cost)
+{
+	struct attachment a = {.multi = multi};
+	double base, with;
+	int err;
+
+	err = self_probe(self, name);
+	if (err)
+		return err;
+	base = time_calls(fn);
+	err = attach_probes_prog(skel->progs.calib_probe, self, false, &a);
+	if (err)
+		return err;
+	with = time_calls(fn);
+	detach_probes(&a);
+	if (with <= base)
+		return -EAGAIN;
+	*cost = with - base;
+	return 0;
+}
+
+int calibrate_probe_cost(struct sampler_bpf *skel, bool multi, struct probe_cost *cost)
+{
+	struct probe_spec spec = {.kind = PROBE_POLL, .name = "calibration"};
+	struct target self = {.probes = &spec, .nprobes = 1};
+	double push, xol;
+	int err;
+
+	/* Conservative defaults, of the order measured on this project's VMs. */
+	cost->entry_ns = 3000;
+	cost->xol_ns = 6000;
+	cost->measured = false;
+	self.pid = getpid();
+	snprintf(self.exe_link, sizeof(self.exe_link), "/proc/%d/exe", self.pid);
+	snprintf(self.exe_path, sizeof(self.exe_path), "/proc/self/exe");
+	err = elf_file_open(self.exe_link, &self.elf);
+	if (err)
+		return err;
+	err = hit_cost(skel, &self, multi, "d9_calib_push", d9_calib_push, &push);
+	if (!err)
+		err = hit_cost(skel, &self, multi, "d9_calib_xol", d9_calib_xol, &xol);
+	if (!err) {
+		cost->entry_ns = push;
+		cost->xol_ns = xol > push ? xol : push;
+		cost->measured = true;
+	}
+	elf_file_close(self.elf);
+	return err;
+}
