@@ -35,13 +35,13 @@ enum d9_record_type {
 #define D9_TASK_COMPLETE 0x2ULL
 
 enum d9_sample_flags {
-	D9_SF_TASK_ID_OK = 1 << 0,   /* task_id was read and passed the sanity checks */
+	D9_SF_TASK_ID_OK = 1 << 0,    /* task_id was read and passed the sanity checks */
 	D9_SF_STACK_AT_PARK = 1 << 1, /* stack captured at a park point inside the poll */
-	D9_SF_PENDING = 1 << 2,      /* the poll returned Pending */
-	D9_SF_COMPLETE = 1 << 3,     /* the task completed in this poll */
-	D9_SF_FREED = 1 << 4,        /* the task was deallocated inside the poll */
-	D9_SF_CAPPED = 1 << 5,       /* the cap had refused a selection earlier in this epoch */
-	D9_SF_IDLE_KNOWN = 1 << 6,   /* the previous Pending return was observed: idle is exact */
+	D9_SF_PENDING = 1 << 2,	      /* the poll returned Pending */
+	D9_SF_COMPLETE = 1 << 3,      /* the task completed in this poll */
+	D9_SF_FREED = 1 << 4,	      /* the task was deallocated inside the poll */
+	D9_SF_CAPPED = 1 << 5,	      /* the cap had refused a selection earlier in this epoch */
+	D9_SF_IDLE_KNOWN = 1 << 6,    /* the previous Pending return was observed: idle is exact */
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
@@ -82,7 +82,7 @@ enum d9_park_point {
 	D9_PARK_CLONE_WAKER = 1,
 	D9_PARK_WAKE_BY_REF = 2,
 	D9_PARK_WAKE_BY_VAL = 3,
-	D9_PARK_LEAF = 4, /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
+	D9_PARK_LEAF = 4,  /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
 	D9_PARK_YIELD = 5, /* tokio::task::yield_now */
 };
 
@@ -153,7 +153,7 @@ enum d9_counter {
 	D9_CNT_TASK_ID_BAD,
 	D9_CNT_PARK_HITS,
 	D9_CNT_STACK_ERRORS,
-	D9_CNT_HITS,       /* every probe program run in the target: the cost driver */
+	D9_CNT_HITS,	   /* every probe program run in the target: the cost driver */
 	D9_CNT_HITS_XOL,   /* the part of those on single-stepped instructions */
 	D9_CNT_CALIB_HITS, /* the loader's own calibration probe */
 	D9_CNT_MAX,

@@ -21,7 +21,7 @@ struct bpf_link;
 struct attachment {
 	bool multi;
 	struct bpf_link **links; /* per-offset mode */
-	int *fds;                /* uprobe_multi mode: link fds */
+	int *fds;		 /* uprobe_multi mode: link fds */
 	size_t n;
 	size_t cap;
 	size_t probes; /* uprobes (offset x entry/return) installed */
@@ -33,7 +33,7 @@ bool attach_multi_supported(void);
 void attach_prepare(struct sampler_bpf *skel, bool multi);
 enum attach_group {
 	ATTACH_PERSISTENT, /* worker::run: rare, always attached */
-	ATTACH_ARMED,      /* per-poll probes: raw::poll entry/return, dealloc, park points */
+	ATTACH_ARMED,	   /* per-poll probes: raw::poll entry/return, dealloc, park points */
 };
 
 /* Attaches one group of the target's probes into a (which must be empty); on failure detaches

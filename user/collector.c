@@ -89,8 +89,8 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
 	return &w->epochs[w->nepochs++];
 }
 
-static void set_epoch(struct epoch_stat *e, uint64_t eligible, uint64_t selected,
-		      uint64_t refused, uint64_t prob, bool capped, bool calibrating, bool open)
+static void set_epoch(struct epoch_stat *e, uint64_t eligible, uint64_t selected, uint64_t refused,
+		      uint64_t prob, bool capped, bool calibrating, bool open)
 {
 	e->eligible = eligible;
 	e->selected = selected;
@@ -269,12 +269,12 @@ static void write_sample(struct collector *c, const struct d9_sample *s)
 						  : "unknown";
 	ts.park_point = park_point_name(s->park_point);
 	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
-	ts.weight_count = stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
+	ts.weight_count =
+	    stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
 	ts.idle_known = s->flags & D9_SF_IDLE_KNOWN;
-	ts.weight_idle_ns = ts.idle_known ? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) /
-							   ts.prob +
-						0.5)
-					  : 0;
+	ts.weight_idle_ns =
+	    ts.idle_known ? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts.prob + 0.5)
+			  : 0;
 	ts.nframes = nframes;
 	ts.frames = frames;
 	note_thread(c, s->tid, ts.worker);

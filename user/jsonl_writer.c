@@ -27,16 +27,16 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 		fprintf(f, "%" PRIu64, s->task_id);
 	else
 		fputs("null", f);
-	fprintf(f,
-		",\"task_id_ok\":%s,\"inclusion_probability\":%.9g,\"epoch\":%" PRIu64
-		",\"idle_start_ns\":%" PRIu64 ",\"idle_end_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64
-		",\"idle_known\":%s,\"poll_duration_ns\":%" PRIu64 ",\"capped\":%s,\"outcome\":\"%s\","
-		"\"park_point\":\"%s\",\"weight_count\":%" PRIu64 ",\"weight_idle_ns\":%" PRIu64,
-		s->task_id_ok ? "true" : "false", s->prob, s->epoch, s->idle_start_ns,
-		s->idle_end_ns, s->idle_known ? s->idle_end_ns - s->idle_start_ns : 0,
-		s->idle_known ? "true" : "false", s->poll_end_ns - s->idle_end_ns,
-		s->capped ? "true" : "false", s->outcome, s->park_point, s->weight_count,
-		s->weight_idle_ns);
+	fprintf(
+	    f,
+	    ",\"task_id_ok\":%s,\"inclusion_probability\":%.9g,\"epoch\":%" PRIu64
+	    ",\"idle_start_ns\":%" PRIu64 ",\"idle_end_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64
+	    ",\"idle_known\":%s,\"poll_duration_ns\":%" PRIu64 ",\"capped\":%s,\"outcome\":\"%s\","
+	    "\"park_point\":\"%s\",\"weight_count\":%" PRIu64 ",\"weight_idle_ns\":%" PRIu64,
+	    s->task_id_ok ? "true" : "false", s->prob, s->epoch, s->idle_start_ns, s->idle_end_ns,
+	    s->idle_known ? s->idle_end_ns - s->idle_start_ns : 0, s->idle_known ? "true" : "false",
+	    s->poll_end_ns - s->idle_end_ns, s->capped ? "true" : "false", s->outcome,
+	    s->park_point, s->weight_count, s->weight_idle_ns);
 	if (s->stack_error)
 		fprintf(f, ",\"stack_error\":%d", s->stack_error);
 	fputs(",\"stack\":[", f);

@@ -73,13 +73,15 @@ static bool has_caps(void)
 static int check_system(void)
 {
 	if (!has_caps()) {
-		fprintf(stderr, "dial9-bpf: needs root (or CAP_BPF, CAP_PERFMON and "
-				"CAP_SYS_PTRACE) to load BPF and attach uprobes: run it with sudo\n");
+		fprintf(stderr,
+			"dial9-bpf: needs root (or CAP_BPF, CAP_PERFMON and "
+			"CAP_SYS_PTRACE) to load BPF and attach uprobes: run it with sudo\n");
 		return 1;
 	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
-		fprintf(stderr, "dial9-bpf: this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): "
-				"use a kernel built with CONFIG_DEBUG_INFO_BTF=y\n",
+		fprintf(stderr,
+			"dial9-bpf: this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): "
+			"use a kernel built with CONFIG_DEBUG_INFO_BTF=y\n",
 			strerror(errno));
 		return 1;
 	}
@@ -90,8 +92,8 @@ static int read_open_epoch(void *ctx, uint64_t worker, struct d9_worker_state *o
 {
 	struct sampler_bpf *skel = ctx;
 
-	return bpf_map__lookup_elem(skel->maps.workers, &worker, sizeof(worker), out,
-				    sizeof(*out), 0);
+	return bpf_map__lookup_elem(skel->maps.workers, &worker, sizeof(worker), out, sizeof(*out),
+				    0);
 }
 
 static void read_counters(struct sampler_bpf *skel, uint64_t out[D9_CNT_MAX])
@@ -101,8 +103,8 @@ static void read_counters(struct sampler_bpf *skel, uint64_t out[D9_CNT_MAX])
 
 	for (uint32_t i = 0; i < D9_CNT_MAX; i++) {
 		out[i] = 0;
-		if (ncpu <= 0 || bpf_map__lookup_elem(skel->maps.counters, &i, sizeof(i), vals,
-						      sizeof(vals), 0))
+		if (ncpu <= 0 ||
+		    bpf_map__lookup_elem(skel->maps.counters, &i, sizeof(i), vals, sizeof(vals), 0))
 			continue;
 		for (int c = 0; c < ncpu; c++)
 			out[i] += vals[c];
@@ -121,8 +123,8 @@ static void print_status(struct collector *c, struct sampler_bpf *skel, double e
 			c->workers[i].samples_window / window_s);
 		c->workers[i].samples_window = 0;
 	}
-	fprintf(stderr, " | samples %" PRIu64 " | drops %" PRIu64 "%s", c->samples_written + c->npending,
-		cnt[D9_CNT_RB_DROPS], tty ? "" : "\n");
+	fprintf(stderr, " | samples %" PRIu64 " | drops %" PRIu64 "%s",
+		c->samples_written + c->npending, cnt[D9_CNT_RB_DROPS], tty ? "" : "\n");
 }
 
 static bool target_gone(int pidfd, int pid)
@@ -164,9 +166,9 @@ static int open_writers(const struct options *o, struct writer *w, size_t *n)
 		unsigned int bit;
 		int (*open)(const char *dir, struct writer *w);
 	} all[] = {
-		{D9_FMT_JSONL, jsonl_writer_open},   {D9_FMT_PERF, perf_writer_open},
-		{D9_FMT_PPROF, pprof_writer_open},   {D9_FMT_FOLDED, folded_writer_open},
-		{D9_FMT_FLAMEGRAPH, flamegraph_writer_open},
+	    {D9_FMT_JSONL, jsonl_writer_open},		 {D9_FMT_PERF, perf_writer_open},
+	    {D9_FMT_PPROF, pprof_writer_open},		 {D9_FMT_FOLDED, folded_writer_open},
+	    {D9_FMT_FLAMEGRAPH, flamegraph_writer_open},
 	};
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
@@ -182,20 +184,20 @@ static int open_writers(const struct options *o, struct writer *w, size_t *n)
 	return 0;
 }
 
-static int finish_writers(const struct options *o, const struct target *t,
-			  struct symbolizer *sym, const struct collector *col,
-			  const struct run_summary *run, struct writer *w, size_t n)
+static int finish_writers(const struct options *o, const struct target *t, struct symbolizer *sym,
+			  const struct collector *col, const struct run_summary *run,
+			  struct writer *w, size_t n)
 {
 	struct run_context rc = {
-		.opts = o,
-		.target = t,
-		.sym = sym,
-		.started_ns = run->started_ns,
-		.stopped_ns = run->stopped_ns,
-		.realtime_offset_ns = run->started_realtime_ns - run->started_ns,
-		.stop_reason = run->stop_reason,
-		.nthreads = col->nthreads,
-		.threads = col->threads,
+	    .opts = o,
+	    .target = t,
+	    .sym = sym,
+	    .started_ns = run->started_ns,
+	    .stopped_ns = run->stopped_ns,
+	    .realtime_offset_ns = run->started_realtime_ns - run->started_ns,
+	    .stop_reason = run->stop_reason,
+	    .nthreads = col->nthreads,
+	    .threads = col->threads,
 	};
 	int failed = 0;
 
@@ -261,8 +263,9 @@ int main(int argc, char **argv)
 	}
 	err = sampler_bpf__load(skel);
 	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to load BPF programs: %s: check that the kernel "
-				"supports BPF ring buffers and uprobes (5.15+)\n",
+		fprintf(stderr,
+			"dial9-bpf: failed to load BPF programs: %s: check that the kernel "
+			"supports BPF ring buffers and uprobes (5.15+)\n",
 			strerror(-err));
 		err = 1;
 		goto cleanup;
@@ -272,8 +275,9 @@ int main(int argc, char **argv)
 	if (!err)
 		err = open_writers(&o, writers, &nwriters);
 	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to create output in '%s': %s: give a writable "
-				"--output directory\n",
+		fprintf(stderr,
+			"dial9-bpf: failed to create output in '%s': %s: give a writable "
+			"--output directory\n",
 			o.output_dir, strerror(-err));
 		err = 1;
 		goto cleanup;
@@ -338,7 +342,8 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"dial9-bpf: sampling pid %d (%s): %zu poll functions, %zu park points, "
 			"%" PRIu64 " samples/s per worker; Ctrl-C to stop\n",
-			o.pid, t->comm, t->count[PROBE_POLL], t->count[PROBE_PARK], o.per_worker_hz);
+			o.pid, t->comm, t->count[PROBE_POLL], t->count[PROBE_PARK],
+			o.per_worker_hz);
 
 	run.stop_reason = "duration";
 	last_status = run.started_ns;
@@ -348,7 +353,8 @@ int main(int argc, char **argv)
 
 		err = ring_buffer__poll(rb, 100);
 		if (err < 0 && err != -EINTR) {
-			fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n", strerror(-err));
+			fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n",
+				strerror(-err));
 			run.stop_reason = "error";
 			break;
 		}
@@ -361,7 +367,8 @@ int main(int argc, char **argv)
 		if (target_gone(pidfd, o.pid)) {
 			run.stop_reason = "target_exited";
 			if (!o.quiet)
-				fprintf(stderr, "%sdial9-bpf: target pid %d exited; finishing outputs\n",
+				fprintf(stderr,
+					"%sdial9-bpf: target pid %d exited; finishing outputs\n",
 					tty ? "\n" : "", o.pid);
 			break;
 		}
@@ -374,7 +381,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (exiting)
-		run.stop_reason = exiting == SIGINT ? "sigint" : exiting == SIGTERM ? "sigterm" : "signal";
+		run.stop_reason = exiting == SIGINT    ? "sigint"
+				  : exiting == SIGTERM ? "sigterm"
+						       : "signal";
 	err = 0;
 
 cleanup:
@@ -408,7 +417,8 @@ cleanup:
 				" ring-buffer drops; wrote %s/\n",
 				run.stop_reason, (run.stopped_ns - run.started_ns) / 1e9,
 				col.samples_written, col.nworkers, col.samples_with_stack,
-				run.counters[D9_CNT_POLLS], run.counters[D9_CNT_RB_DROPS], o.output_dir);
+				run.counters[D9_CNT_POLLS], run.counters[D9_CNT_RB_DROPS],
+				o.output_dir);
 		}
 	}
 	/* Never leave a half-written output behind a run that did not start. */

@@ -14,17 +14,17 @@
 #include "target.h"
 
 static const char *const counter_names[D9_CNT_MAX] = {
-	[D9_CNT_POLLS] = "polls",
-	[D9_CNT_ELIGIBLE] = "eligible_transitions",
-	[D9_CNT_RB_DROPS] = "ring_buffer_drops",
-	[D9_CNT_NEST_OVERFLOW] = "nesting_overflows",
-	[D9_CNT_THREAD_MAP_FULL] = "thread_map_full",
-	[D9_CNT_TASK_ID_BAD] = "task_id_unreadable",
-	[D9_CNT_PARK_HITS] = "park_point_captures",
-	[D9_CNT_STACK_ERRORS] = "stack_capture_errors",
-	[D9_CNT_HITS] = "probe_hits",
-	[D9_CNT_HITS_XOL] = "probe_hits_single_stepped",
-	[D9_CNT_CALIB_HITS] = "calibration_hits",
+    [D9_CNT_POLLS] = "polls",
+    [D9_CNT_ELIGIBLE] = "eligible_transitions",
+    [D9_CNT_RB_DROPS] = "ring_buffer_drops",
+    [D9_CNT_NEST_OVERFLOW] = "nesting_overflows",
+    [D9_CNT_THREAD_MAP_FULL] = "thread_map_full",
+    [D9_CNT_TASK_ID_BAD] = "task_id_unreadable",
+    [D9_CNT_PARK_HITS] = "park_point_captures",
+    [D9_CNT_STACK_ERRORS] = "stack_capture_errors",
+    [D9_CNT_HITS] = "probe_hits",
+    [D9_CNT_HITS_XOL] = "probe_hits_single_stepped",
+    [D9_CNT_CALIB_HITS] = "calibration_hits",
 };
 
 static const char *worker_detection(const struct collector *c)
@@ -46,8 +46,10 @@ static void write_workers(FILE *f, const struct collector *c)
 	for (size_t i = 0; i < c->nworkers; i++) {
 		const struct worker_info *w = &c->workers[i];
 
-		fprintf(f, "%s\n    {\"worker\": %d, \"key\": \"0x%" PRIx64 "\", \"detection\": \"%s\", "
-			   "\"tid\": %u, \"comm\": ",
+		fprintf(f,
+			"%s\n    {\"worker\": %d, \"key\": \"0x%" PRIx64
+			"\", \"detection\": \"%s\", "
+			"\"tid\": %u, \"comm\": ",
 			i ? "," : "", w->index, w->key,
 			w->from_worker_run ? "worker_run_arg" : "thread", w->tid);
 		json_str(f, w->comm);
@@ -72,11 +74,13 @@ static void write_workers(FILE *f, const struct collector *c)
 static void write_probes(FILE *f, const struct target *t, const struct run_summary *r)
 {
 	fprintf(f,
-		"  \"probes\": {\"attached\": %" PRIu64 ", \"link\": \"%s\", \"attach_ms\": %.1f, \"detach_ms\": %.1f, "
+		"  \"probes\": {\"attached\": %" PRIu64
+		", \"link\": \"%s\", \"attach_ms\": %.1f, \"detach_ms\": %.1f, "
 		"\"poll_functions\": %zu, \"dealloc_functions\": %zu, \"worker_run\": %zu, "
 		"\"park_points\": %zu,\n    \"symbols\": [",
-		r->probes_attached, r->uprobe_multi ? "uprobe_multi" : "perf_event", r->attach_ms, r->detach_ms, t->count[PROBE_POLL],
-		t->count[PROBE_DEALLOC], t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK]);
+		r->probes_attached, r->uprobe_multi ? "uprobe_multi" : "perf_event", r->attach_ms,
+		r->detach_ms, t->count[PROBE_POLL], t->count[PROBE_DEALLOC],
+		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK]);
 	for (size_t i = 0; i < t->nprobes; i++) {
 		fprintf(f, "%s\n      {\"kind\": \"%s\", \"offset\": \"0x%" PRIx64 "\", \"name\": ",
 			i ? "," : "", probe_kind_name(t->probes[i].kind), t->probes[i].offset);
@@ -98,24 +102,25 @@ static void write_overhead(FILE *f, const struct options *o, const struct run_su
 		"  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
 		"    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
 		"\"measured\": %s},\n"
-		"    \"windows\": %" PRIu64 ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f,\n"
+		"    \"windows\": %" PRIu64
+		", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f,\n"
 		"    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
 		"\"est_overhead_pct\": %.3f,\n"
 		"    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n    \"epochs\": [",
 		o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
-		a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false",
-		a->windows, run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0,
-		(double)a->attach_ns / 1e6, (double)a->target_cpu_ns / 1e9,
-		(double)a->probe_cpu_ns / 1e9,
+		a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false", a->windows,
+		run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
+		(double)a->target_cpu_ns / 1e9, (double)a->probe_cpu_ns / 1e9,
 		a->target_cpu_ns > a->probe_cpu_ns
-			? 100.0 * (double)a->probe_cpu_ns / (double)(a->target_cpu_ns - a->probe_cpu_ns)
-			: 0.0,
+		    ? 100.0 * (double)a->probe_cpu_ns / (double)(a->target_cpu_ns - a->probe_cpu_ns)
+		    : 0.0,
 		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-			(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+		    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
 		ru.ru_maxrss);
 	for (size_t i = 0; i < a->nlog; i++)
-		fprintf(f, "%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
-			   "\"est_overhead_pct\": %.3f}",
+		fprintf(f,
+			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
+			"\"est_overhead_pct\": %.3f}",
 			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
 			100.0 * a->log[i].est_overhead);
 	fputs("]},\n", f);
@@ -143,7 +148,8 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	fprintf(f,
 		",\n  \"sampler\": {\"name\": \"per_worker_bernoulli_v1\", \"version\": 1, "
 		"\"per_worker_hz\": %" PRIu64 ", \"epoch\": \"CLOCK_MONOTONIC whole seconds\", "
-		"\"seed\": %" PRIu64 ",\n    \"cap\": {\"kind\": \"token_bucket\", \"rate_hz\": %" PRIu64
+		"\"seed\": %" PRIu64
+		",\n    \"cap\": {\"kind\": \"token_bucket\", \"rate_hz\": %" PRIu64
 		", \"burst\": %" PRIu64 "}},\n",
 		o->per_worker_hz, r->seed, o->per_worker_hz, o->cap_burst);
 	fprintf(f, "  \"target\": {\"pid\": %d, \"comm\": ", t->pid);

@@ -20,28 +20,27 @@ static const struct {
 	uint32_t cookie;
 	int prefix; /* match "name" or "name::<" / "name<" */
 } probe_names[] = {
-	{"tokio::runtime::task::raw::poll", PROBE_POLL, 0, 1},
-	{"tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0, 1},
-	{"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, 0},
-	{"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, 0},
-	{"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0, 0},
-	{"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0, 0},
-	/* Park points: the outermost Tokio resource polls, where a task stores its waker and
-	 * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
-	 * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
-	{"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK,
-	 D9_PARK_LEAF, 0},
-	{"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll",
-	 PROBE_PARK, D9_PARK_LEAF, 0},
-	{"<tokio::sync::notify::Notified as core::future::future::Future>::poll", PROBE_PARK,
-	 D9_PARK_LEAF, 0},
-	{"tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK, D9_PARK_LEAF,
-	 0},
-	{"tokio::runtime::io::registration::Registration::poll_ready", PROBE_PARK, D9_PARK_LEAF, 0},
-	{"<tokio::runtime::task::join::JoinHandle<*> as core::future::future::Future>::poll",
-	 PROBE_PARK, D9_PARK_LEAF, 0},
-	{"<tokio::task::yield_now::yield_now::*::YieldNow as core::future::future::Future>::poll",
-	 PROBE_PARK, D9_PARK_YIELD, 0},
+    {"tokio::runtime::task::raw::poll", PROBE_POLL, 0, 1},
+    {"tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0, 1},
+    {"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, 0},
+    {"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, 0},
+    {"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0, 0},
+    {"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0, 0},
+    /* Park points: the outermost Tokio resource polls, where a task stores its waker and
+     * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
+     * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
+    {"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK, D9_PARK_LEAF,
+     0},
+    {"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll", PROBE_PARK,
+     D9_PARK_LEAF, 0},
+    {"<tokio::sync::notify::Notified as core::future::future::Future>::poll", PROBE_PARK,
+     D9_PARK_LEAF, 0},
+    {"tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK, D9_PARK_LEAF, 0},
+    {"tokio::runtime::io::registration::Registration::poll_ready", PROBE_PARK, D9_PARK_LEAF, 0},
+    {"<tokio::runtime::task::join::JoinHandle<*> as core::future::future::Future>::poll",
+     PROBE_PARK, D9_PARK_LEAF, 0},
+    {"<tokio::task::yield_now::yield_now::*::YieldNow as core::future::future::Future>::poll",
+     PROBE_PARK, D9_PARK_YIELD, 0},
 };
 
 const char *probe_kind_name(enum probe_kind k)
@@ -115,7 +114,8 @@ int target_classify_symbol(const char *name, enum probe_kind *kind, uint32_t *co
 		}
 		if (strncmp(dm, probe_names[i].name, n))
 			continue;
-		if (dm[n] && !(probe_names[i].prefix && (dm[n] == '<' || !strncmp(dm + n, "::<", 3))))
+		if (dm[n] &&
+		    !(probe_names[i].prefix && (dm[n] == '<' || !strncmp(dm + n, "::<", 3))))
 			continue;
 		*kind = probe_names[i].kind;
 		*cookie = probe_names[i].cookie;
@@ -171,8 +171,9 @@ static int check_process(struct target *t)
 		return -ESRCH;
 	}
 	if (state == 'Z' || state == 'X') {
-		fprintf(stderr, "dial9-bpf: process %d is a zombie (exited, not reaped): profile a "
-				"live process\n",
+		fprintf(stderr,
+			"dial9-bpf: process %d is a zombie (exited, not reaped): profile a "
+			"live process\n",
 			t->pid);
 		return -ESRCH;
 	}
@@ -187,8 +188,9 @@ static int check_process(struct target *t)
 	n = readlink(t->exe_link, t->exe_path, sizeof(t->exe_path) - 1);
 	if (n < 0) {
 		if (errno == ENOENT)
-			fprintf(stderr, "dial9-bpf: pid %d (%s) has no executable: it is a kernel "
-					"thread; give the pid of a Tokio program\n",
+			fprintf(stderr,
+				"dial9-bpf: pid %d (%s) has no executable: it is a kernel "
+				"thread; give the pid of a Tokio program\n",
 				t->pid, t->comm);
 		else
 			fprintf(stderr, "dial9-bpf: failed to read %s: %s: run as root\n",
@@ -245,8 +247,8 @@ static int scan_syms(struct target *t, const struct elf_sym *syms, size_t n, siz
 		if (!dm)
 			return -ENOMEM;
 		err = target_classify_symbol(dm, &kind, &cookie)
-			      ? add_probe(t, cap, &syms[i], dm, kind, cookie)
-			      : 0;
+			  ? add_probe(t, cap, &syms[i], dm, kind, cookie)
+			  : 0;
 		free(dm);
 		if (err)
 			return err;
@@ -295,9 +297,10 @@ static bool file_mentions_tokio(const char *path)
 
 static void report_no_tokio(const struct target *t)
 {
-	fprintf(stderr, "dial9-bpf: %s (pid %d) has no tokio::runtime::task::raw::poll: it is not a "
-			"Tokio program (or links Tokio from a shared library); give the pid of a "
-			"Tokio program\n",
+	fprintf(stderr,
+		"dial9-bpf: %s (pid %d) has no tokio::runtime::task::raw::poll: it is not a "
+		"Tokio program (or links Tokio from a shared library); give the pid of a "
+		"Tokio program\n",
 		t->exe_path, t->pid);
 }
 
@@ -317,9 +320,10 @@ static void classify_insns(struct target *t)
 	for (size_t i = 0; i < t->nprobes; i++) {
 		unsigned char b[2] = {};
 
-		t->probes[i].xol = fd < 0 || pread(fd, b, sizeof(b), (off_t)t->probes[i].offset) !=
-						     (ssize_t)sizeof(b) ||
-				   probe_insn_needs_xol(b, sizeof(b));
+		t->probes[i].xol =
+		    fd < 0 ||
+		    pread(fd, b, sizeof(b), (off_t)t->probes[i].offset) != (ssize_t)sizeof(b) ||
+		    probe_insn_needs_xol(b, sizeof(b));
 	}
 	if (fd >= 0)
 		close(fd);
@@ -358,9 +362,11 @@ int target_open(int pid, struct target **out)
 		goto fail;
 	err = elf_file_open(t->exe_link, &t->elf);
 	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to read the executable %s of pid %d: %s: give the "
-				"pid of a native (ELF) Tokio program\n",
-			t->exe_path, pid, err == -ENOEXEC ? "not a valid ELF file" : strerror(-err));
+		fprintf(stderr,
+			"dial9-bpf: failed to read the executable %s of pid %d: %s: give the "
+			"pid of a native (ELF) Tokio program\n",
+			t->exe_path, pid,
+			err == -ENOEXEC ? "not a valid ELF file" : strerror(-err));
 		goto fail;
 	}
 	if (!elf_file_has_symtab(t->elf) && !file_mentions_tokio(t->exe_link)) {
@@ -369,9 +375,10 @@ int target_open(int pid, struct target **out)
 		goto fail;
 	}
 	if (!elf_file_has_symtab(t->elf)) {
-		fprintf(stderr, "dial9-bpf: %s (pid %d) is stripped (no .symtab), so Tokio's poll "
-				"functions cannot be found: build it with `strip = false` (or keep a "
-				"copy with symbols) and restart it\n",
+		fprintf(stderr,
+			"dial9-bpf: %s (pid %d) is stripped (no .symtab), so Tokio's poll "
+			"functions cannot be found: build it with `strip = false` (or keep a "
+			"copy with symbols) and restart it\n",
 			t->exe_path, pid);
 		err = -ENOENT;
 		goto fail;

@@ -12,11 +12,11 @@
 struct elf_file;
 
 enum probe_kind {
-	PROBE_POLL,       /* raw::poll, entry and return */
-	PROBE_DEALLOC,    /* raw::dealloc */
+	PROBE_POLL,	  /* raw::poll, entry and return */
+	PROBE_DEALLOC,	  /* raw::dealloc */
 	PROBE_WORKER_RUN, /* multi_thread::worker::run */
-	PROBE_PARK,       /* park points; cookie = enum d9_park_point */
-	PROBE_IDLE,       /* the worker parks: its thread's polls have all returned */
+	PROBE_PARK,	  /* park points; cookie = enum d9_park_point */
+	PROBE_IDLE,	  /* the worker parks: its thread's polls have all returned */
 };
 
 struct probe_spec {
@@ -24,13 +24,13 @@ struct probe_spec {
 	uint32_t cookie;
 	uint64_t vaddr;
 	uint64_t offset; /* uprobe file offset */
-	char *name;      /* demangled */
-	bool xol;        /* the probed instruction is single-stepped, not emulated */
+	char *name;	 /* demangled */
+	bool xol;	 /* the probed instruction is single-stepped, not emulated */
 };
 
 struct target {
 	int pid;
-	char exe_link[64];      /* /proc/PID/exe: attaches and reads the inode really mapped */
+	char exe_link[64];	 /* /proc/PID/exe: attaches and reads the inode really mapped */
 	char exe_path[PATH_MAX]; /* the path as the target sees it, for messages */
 	char comm[17];
 	struct elf_file *elf;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 struct task_frame {
-	uint64_t addr;        /* runtime address: the ip for the leaf, return addresses above */
+	uint64_t addr;	      /* runtime address: the ip for the leaf, return addresses above */
 	const char *name;     /* demangled function, NULL when unknown */
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
@@ -31,9 +31,9 @@ struct task_sample {
 	 * probes were detached, see arming.h): idle_start_ns is then 0 and weight_idle_ns 0. */
 	bool idle_known;
 	bool capped;
-	const char *outcome;    /* "pending", "complete", "unknown" */
+	const char *outcome;	/* "pending", "complete", "unknown" */
 	const char *park_point; /* which probe captured the stack */
-	int stack_error;        /* negative errno of the stack capture, 0 if fine */
+	int stack_error;	/* negative errno of the stack capture, 0 if fine */
 	/*
 	 * Horvitz-Thompson weights as integers (perf periods and folded counts must be
 	 * integers): weight_count estimates resumes and is 1/p rounded stochastically (floor,

@@ -8,8 +8,9 @@
 #include "target.h"
 #include "tokio_layout.h"
 
-#define VTABLE_FNS 7 /* poll, schedule, dealloc, try_read_output, drop_join_handle_slow,
-			drop_abort_handle, shutdown (1.24) */
+#define VTABLE_FNS                                                                                 \
+	7 /* poll, schedule, dealloc, try_read_output, drop_join_handle_slow,                      \
+	     drop_abort_handle, shutdown (1.24) */
 #define ID_OFF_FIELD 72
 
 static bool is_poll_addr(const struct target *t, uint64_t v)
@@ -132,7 +133,8 @@ const char *tokio_task_id_layout(const struct elf_file *ef, const struct target 
 	close(fd);
 	/* Every vtable must agree: one odd table means the layout is not what we think. */
 	l->valid = l->vtables_found > 0 && l->vtables_valid == l->vtables_found;
-	snprintf(desc, sizeof(desc), "%s: %u of %u task vtables have a plausible id_offset at +%u%s",
+	snprintf(desc, sizeof(desc),
+		 "%s: %u of %u task vtables have a plausible id_offset at +%u%s",
 		 l->valid ? "validated" : "unverified", l->vtables_valid, l->vtables_found,
 		 ID_OFF_FIELD, l->valid ? "" : "; task ids not read");
 	return desc;

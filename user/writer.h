@@ -18,9 +18,9 @@ struct target;
 struct run_context {
 	const struct options *opts;
 	const struct target *target;
-	struct symbolizer *sym; /* modules and build ids of the target */
+	struct symbolizer *sym;		 /* modules and build ids of the target */
 	uint64_t started_ns, stopped_ns; /* CLOCK_MONOTONIC */
-	uint64_t realtime_offset_ns;     /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
+	uint64_t realtime_offset_ns;	 /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 	const char *stop_reason;
 	/* Threads seen in samples: tid -> name ("tokio-runtime-w" etc., worker index). */
 	size_t nthreads;
@@ -29,8 +29,8 @@ struct run_context {
 
 struct run_thread {
 	uint32_t pid, tid;
-	int worker;     /* -1 if the thread ran no sampled worker */
-	char comm[17];  /* as in /proc */
+	int worker;    /* -1 if the thread ran no sampled worker */
+	char comm[17]; /* as in /proc */
 };
 
 struct writer {

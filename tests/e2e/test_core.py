@@ -242,7 +242,8 @@ def no_probe_left(stop_signal):
         d.wait_seconds(1)
         before = d.cpu_ns_per_poll(3)
         out = tempfile.mkdtemp(prefix="d9left-")
-        args = ["--pid", d.pid, "--output", out, "--quiet"]
+        # Always armed: the test must see the probes in the cost to see a leftover one.
+        args = ["--pid", d.pid, "--output", out, "--quiet", "--overhead-budget", "100"]
         if stop_signal:
             p = subprocess.Popen([TOOL, *map(str, args)], stderr=subprocess.PIPE, text=True)
         else:
