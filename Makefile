@@ -14,7 +14,7 @@ CARGO     ?= $(shell command -v cargo 2>/dev/null || { [ -x $$HOME/.cargo/bin/ca
 
 DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev libdw-dev \
 	     libcmocka-dev libjson-c-dev librust-tokio-dev cargo rustc linux-perf golang-go python3 \
-	     jq chromium fonts-dejavu-core binutils util-linux
+	     jq chromium fonts-dejavu-core binutils util-linux libclang-rt-14-dev
 
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
@@ -89,11 +89,59 @@ demo: deps
 unit: $(UNIT_BINS)
 
 test: deps
-	$(MAKE) all demo-bin unit
+	$(MAKE) all demo-bin unit fuzz-regress
 	tests/run-tests.sh
 
 format:
-	clang-format -i bpf/*.c user/*.c user/*.h include/*.h tests/unit/*.c
+	clang-format -i bpf/*.c user/*.c user/*.h include/*.h tests/unit/*.c tests/fuzz/*.c tools/*.c
 
 clean:
 	rm -rf $(BUILD)
+
+# Fuzzing: tests/fuzz/fuzz_X.c is a libFuzzer target for user/X.c, both built with ASan and
+# UBSan (clang; libFuzzer is in libclang-rt-14-dev). `make fuzz` runs each target for
+# FUZZ_SECONDS, new inputs going to $(BUILD)/fuzz/corpus-X; `make fuzz-regress` (part of
+# `make test`) replays the checked-in corpora tests/fuzz/corpus/X once.
+FUZZ_SECONDS ?= 600
+FUZZ_CFLAGS  := -g -O1 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE \
+		-DDIAL9_VERSION=\"$(VERSION)\" -Iinclude -I$(BUILD) -Iuser \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+
+$(BUILD)/fuzz:
+	@mkdir -p $@
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c user/%.c $(wildcard user/*.h) | $(BUILD)/fuzz
+	$(CLANG) $(FUZZ_CFLAGS) $< user/$*.c $(LDLIBS) -o $@
+
+fuzz: $(FUZZ_BINS)
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+		echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+		if $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+			-print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
+			$$([ -f tests/fuzz/$$t.dict ] && echo -dict=tests/fuzz/$$t.dict) \
+			$(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t >$(BUILD)/fuzz/$$t.log 2>&1; \
+		then grep -E '^stat::(number_of_executed_units|new_units_added)' $(BUILD)/fuzz/$$t.log; \
+		else tail -30 $(BUILD)/fuzz/$$t.log; \
+			echo "fuzz_$$t: FAILED; the input is in $(BUILD)/fuzz/, the log in $(BUILD)/fuzz/$$t.log"; \
+			exit 1; fi; \
+	done
+
+fuzz-regress: $(FUZZ_BINS)
+	@for t in $(FUZZ_TARGETS); do \
+		if $(BUILD)/fuzz/fuzz_$$t -runs=0 tests/fuzz/corpus/$$t >$(BUILD)/fuzz/$$t.log 2>&1; \
+		then echo "fuzz corpus $$t: $$(ls tests/fuzz/corpus/$$t | wc -l) inputs ok"; \
+		else echo "fuzz corpus $$t: FAILED, see $(BUILD)/fuzz/$$t.log"; exit 1; fi; \
+	done
+
+$(BUILD)/bench-writers: tools/bench-writers.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
+
+# Writer throughput and peak memory: bench/RESULTS.md, "Writer throughput". BENCH_ARGS=-h lists
+# the options.
+bench-writers: $(BUILD)/bench-writers
+	$(BUILD)/bench-writers $(BENCH_ARGS)
+
+.PHONY: fuzz fuzz-regress bench-writers
