@@ -45,6 +45,10 @@ const volatile __u64 seed = 0x9e3779b97f4a7c15ULL;
 const volatile __u32 read_task_id = 1;
 const volatile __u32 hdr_vtable_off = 16;
 const volatile __u32 vtable_id_off = 72;
+/* The tool's own pid namespace: pids in samples are as the tool (and its --pid) sees them,
+ * also when the tool itself runs in a container's pid namespace. */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
 
 struct frame {
 	__u64 hdr;
@@ -301,6 +305,14 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->flags = f->flags;
 	s->pid = bpf_get_current_pid_tgid() >> 32;
 	s->tid = tid;
+	if (pidns_ino) {
+		struct bpf_pidns_info ns = {};
+
+		if (!bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns))) {
+			s->pid = ns.tgid;
+			s->tid = ns.pid;
+		}
+	}
 	s->worker = f->worker;
 	s->task_id = f->task_id;
 	s->task_hdr = f->hdr;

@@ -209,14 +209,45 @@ static uint64_t stochastic_round(double x, uint64_t h)
 	return (uint64_t)fl + (u < x - fl ? 1 : 0);
 }
 
-static void note_thread(struct collector *c, uint32_t tid, int worker)
+/* The innermost pids of NSpid: "NSpid:\t<host> ... <innermost>". */
+static void read_ns_ids(int pid, uint32_t tid, uint32_t *ns_pid, uint32_t *ns_tid)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	*ns_pid = (uint32_t)pid;
+	*ns_tid = tid;
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/status", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const char *key = !strncmp(line, "NStgid:", 7)	? "t"
+				  : !strncmp(line, "NSpid:", 6) ? "p"
+								: NULL;
+		char *last;
+
+		if (!key)
+			continue;
+		last = strrchr(line, '\t');
+		if (!last)
+			continue;
+		if (*key == 't')
+			*ns_pid = (uint32_t)strtoul(last + 1, NULL, 10);
+		else
+			*ns_tid = (uint32_t)strtoul(last + 1, NULL, 10);
+	}
+	fclose(f);
+}
+
+static struct run_thread *note_thread(struct collector *c, uint32_t tid, int worker)
 {
 	struct run_thread *t;
 
 	for (size_t i = 0; i < c->nthreads; i++) {
 		if (c->threads[i].tid == tid) {
 			c->threads[i].worker = worker;
-			return;
+			return &c->threads[i];
 		}
 	}
 	if (c->nthreads == c->threads_cap) {
@@ -224,7 +255,7 @@ static void note_thread(struct collector *c, uint32_t tid, int worker)
 		void *np = realloc(c->threads, ncap * sizeof(*c->threads));
 
 		if (!np)
-			return;
+			return NULL;
 		c->threads = np;
 		c->threads_cap = ncap;
 	}
@@ -234,6 +265,8 @@ static void note_thread(struct collector *c, uint32_t tid, int worker)
 	t->tid = tid;
 	t->worker = worker;
 	read_comm(c->pid, tid, t->comm);
+	read_ns_ids(c->pid, tid, &t->ns_pid, &t->ns_tid);
+	return t;
 }
 
 static void write_sample(struct collector *c, const struct d9_sample *s)
@@ -242,6 +275,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s)
 	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
 	struct task_frame frames[D9_MAX_STACK_DEPTH];
 	struct task_sample ts = {};
+	struct run_thread *rt;
 
 	for (size_t i = 0; i < nframes; i++) {
 		struct sym_info si = {};
@@ -277,7 +311,9 @@ static void write_sample(struct collector *c, const struct d9_sample *s)
 			  : 0;
 	ts.nframes = nframes;
 	ts.frames = frames;
-	note_thread(c, s->tid, ts.worker);
+	rt = note_thread(c, s->tid, ts.worker);
+	ts.ns_pid = rt ? rt->ns_pid : s->pid;
+	ts.ns_tid = rt ? rt->ns_tid : s->tid;
 
 	for (size_t i = 0; i < c->nwriters; i++)
 		if (c->writers[i].sample(&c->writers[i], &ts))

@@ -20,9 +20,10 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 	FILE *f = jw->f;
 
 	fprintf(f,
-		"{\"timestamp_ns\":%" PRIu64 ",\"pid\":%u,\"tid\":%u,\"worker\":%d,"
+		"{\"timestamp_ns\":%" PRIu64 ",\"pid\":%u,\"tid\":%u,\"ns_pid\":%u,\"ns_tid\":%u,"
+		"\"worker\":%d,"
 		"\"worker_key\":\"0x%" PRIx64 "\",\"task_id\":",
-		s->timestamp_ns, s->pid, s->tid, s->worker, s->worker_key);
+		s->timestamp_ns, s->pid, s->tid, s->ns_pid, s->ns_tid, s->worker, s->worker_key);
 	if (s->task_id_ok)
 		fprintf(f, "%" PRIu64, s->task_id);
 	else

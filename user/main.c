@@ -254,6 +254,14 @@ int main(int argc, char **argv)
 	skel->rodata->bucket_ns = o.cap_burst * (D9_NSEC_PER_SEC / o.per_worker_hz);
 	skel->rodata->seed = o.seed;
 	{
+		struct stat ns;
+
+		if (!stat("/proc/self/ns/pid", &ns)) {
+			skel->rodata->pidns_dev = ns.st_dev;
+			skel->rodata->pidns_ino = ns.st_ino;
+		}
+	}
+	{
 		struct task_id_layout tl;
 
 		run.task_id_layout = tokio_task_id_layout(t->elf, t, &tl);

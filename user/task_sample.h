@@ -19,7 +19,10 @@ struct task_frame {
 
 struct task_sample {
 	uint64_t timestamp_ns; /* CLOCK_MONOTONIC capture time */
-	uint32_t pid, tid;
+	uint32_t pid, tid; /* as the tool sees them (its own pid namespace) */
+	/* As the target sees them, in its innermost pid namespace (containers); equal to pid and
+	 * tid when it shares the tool's namespace. */
+	uint32_t ns_pid, ns_tid;
 	int worker; /* index in metadata.json */
 	uint64_t worker_key;
 	bool task_id_ok;

@@ -29,8 +29,9 @@ struct run_context {
 
 struct run_thread {
 	uint32_t pid, tid;
-	int worker;    /* -1 if the thread ran no sampled worker */
-	char comm[17]; /* as in /proc */
+	int worker;              /* -1 if the thread ran no sampled worker */
+	char comm[17];           /* as in /proc */
+	uint32_t ns_pid, ns_tid; /* in the target's own pid namespace */
 };
 
 struct writer {
