@@ -49,6 +49,8 @@ const volatile __u32 vtable_id_off = 72;
  * also when the tool itself runs in a container's pid namespace. */
 const volatile __u64 pidns_dev = 0;
 const volatile __u64 pidns_ino = 0;
+/* Bytes of user stack copied for DWARF unwinding; 0 = frame pointers only. */
+const volatile __u32 raw_stack_bytes = 0;
 
 struct frame {
 	__u64 hdr;
@@ -119,7 +121,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20);
+	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
 struct {
@@ -128,6 +130,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct d9_arming);
 } arming SEC(".maps");
+
+/* Per-thread raw stack of the selected poll's last park point, until the poll ends. Not
+ * preallocated: 32 KiB per thread, for the few threads that had a selected poll. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct d9_raw_stack);
+} raw_stacks SEC(".maps");
+
+/* Never written: a zero value to insert from (per-CPU arrays cap values at 32 KiB). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct d9_raw_stack);
+} zero_raw SEC(".maps");
 
 /* Zeroed templates for map inserts (BPF stack is 512 bytes: too small for these). */
 struct {
@@ -295,6 +315,19 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 {
 	struct stack_buf *sb;
 	struct d9_sample *s;
+
+	if (raw_stack_bytes && (f->flags & D9_SF_STACK_AT_PARK)) {
+		struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
+
+		if (raw) {
+			__u32 len = raw->len;
+
+			if (len > D9_MAX_RAW_STACK)
+				len = D9_MAX_RAW_STACK;
+			if (bpf_ringbuf_output(&events, raw, D9_RAW_STACK_HDR + len, 0))
+				count(D9_CNT_RB_DROPS);
+		}
+	}
 
 	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
 	if (!s) {
@@ -526,6 +559,45 @@ static __always_inline int on_dealloc(__u64 hdr)
 	return 0;
 }
 
+/* Registers and the top of the user stack, page by page so that the end of the stack mapping
+ * ends the copy instead of failing it whole. */
+static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid)
+{
+	struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
+	__u64 sp = PT_REGS_SP(ctx), addr;
+	__u32 z = 0, len = 0;
+
+	if (!raw) {
+		struct d9_raw_stack *zero = bpf_map_lookup_elem(&zero_raw, &z);
+
+		if (!zero)
+			return;
+		bpf_map_update_elem(&raw_stacks, &tid, zero, BPF_ANY);
+		raw = bpf_map_lookup_elem(&raw_stacks, &tid);
+		if (!raw)
+			return;
+	}
+	raw->type = D9_REC_RAW_STACK;
+	raw->tid = tid;
+	raw->ip = PT_REGS_IP(ctx);
+	raw->sp = sp;
+	raw->bp = PT_REGS_FP(ctx);
+	/* Whole pages from the one holding sp: constant-size reads the verifier accepts, and
+	 * the first read cannot run past the page where the stack may end. data[0] is then
+	 * the byte at sp rounded down to a page; userspace skips sp & (page - 1) bytes. */
+	addr = sp & ~(__u64)(D9_RAW_PAGE - 1);
+	for (int i = 0; i < D9_MAX_RAW_STACK / D9_RAW_PAGE; i++) {
+		if (len + D9_RAW_PAGE > raw_stack_bytes + D9_RAW_PAGE || len >= D9_MAX_RAW_STACK)
+			break;
+		if (bpf_probe_read_user(raw->data + (len & (D9_MAX_RAW_STACK - 1)), D9_RAW_PAGE,
+					(void *)addr))
+			break;
+		len += D9_RAW_PAGE;
+		addr += D9_RAW_PAGE;
+	}
+	raw->len = len;
+}
+
 static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -563,6 +635,8 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
 	f->park_point = park_point;
 	f->park_ns = bpf_ktime_get_ns();
 	f->flags |= D9_SF_STACK_AT_PARK;
+	if (raw_stack_bytes)
+		capture_raw_stack(ctx, tid);
 	return 0;
 }
 

@@ -28,7 +28,25 @@ enum d9_record_type {
 	D9_REC_SAMPLE = 1,
 	D9_REC_EPOCH = 2,
 	D9_REC_WORKER = 3,
+	D9_REC_RAW_STACK = 4, /* precedes the D9_REC_SAMPLE of the same thread it belongs to */
 };
+
+/* Raw user stack for DWARF unwinding in userspace: registers at the park point and whole
+ * pages of stack from the page holding sp up (data[0] is at sp & ~(page - 1)), at most
+ * D9_MAX_RAW_STACK; the end of the stack mapping stops the copy. */
+#define D9_MAX_RAW_STACK 32768
+#define D9_RAW_PAGE 4096
+struct d9_raw_stack {
+	__u32 type; /* D9_REC_RAW_STACK */
+	__u32 tid;
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 len; /* bytes of data */
+	__u32 pad;
+	__u8 data[D9_MAX_RAW_STACK];
+};
+#define D9_RAW_STACK_HDR 40 /* offsetof(struct d9_raw_stack, data) */
 
 /* Tokio task state word bits (tokio/src/runtime/task/state.rs). */
 #define D9_TASK_RUNNING 0x1ULL

@@ -14,8 +14,62 @@
 
 struct pending_sample {
 	struct pending_sample *next;
-	struct d9_sample s; /* stack trimmed to the captured frames */
+	struct raw_copy *raw; /* registers and stack bytes for DWARF unwinding, or NULL */
+	struct d9_sample s;   /* stack trimmed to the captured frames */
 };
+
+/* Takes the raw stack the thread's last D9_REC_RAW_STACK left, if any. */
+static struct raw_copy *take_raw(struct collector *c, uint32_t tid)
+{
+	for (size_t i = 0; i < c->nraws; i++) {
+		struct raw_copy *r = c->raws[i];
+
+		if (r->tid == tid) {
+			c->raws[i] = c->raws[--c->nraws];
+			return r;
+		}
+	}
+	return NULL;
+}
+
+static int handle_raw(struct collector *c, const struct d9_raw_stack *rs, size_t size)
+{
+	struct raw_copy *r;
+	size_t len;
+
+	if (size < D9_RAW_STACK_HDR)
+		return 0;
+	size_t skip = rs->sp & (D9_RAW_PAGE - 1);
+
+	len = rs->len;
+	if (len > size - D9_RAW_STACK_HDR)
+		len = size - D9_RAW_STACK_HDR;
+	/* BPF copied whole pages: keep the bytes from sp up. */
+	len = len > skip ? len - skip : 0;
+	free(take_raw(c, rs->tid));
+	r = malloc(sizeof(*r) + len);
+	if (!r)
+		return -ENOMEM;
+	r->tid = rs->tid;
+	r->ip = rs->ip;
+	r->sp = rs->sp;
+	r->bp = rs->bp;
+	r->len = (uint32_t)len;
+	memcpy(r->data, rs->data + skip, len);
+	if (c->nraws == c->raws_cap) {
+		size_t ncap = c->raws_cap ? c->raws_cap * 2 : 16;
+		void *np = realloc(c->raws, ncap * sizeof(*c->raws));
+
+		if (!np) {
+			free(r);
+			return -ENOMEM;
+		}
+		c->raws = np;
+		c->raws_cap = ncap;
+	}
+	c->raws[c->nraws++] = r;
+	return 0;
+}
 
 void collector_init(struct collector *c, int pid, struct writer *writers, size_t nwriters,
 		    struct symbolizer *sym, open_epoch_fn fn, void *ctx)
@@ -117,6 +171,7 @@ static int handle_sample(struct collector *c, const struct d9_sample *s, size_t 
 	memcpy(&p->s, s, sizeof(*s) - sizeof(s->stack) + nframes * sizeof(s->stack[0]));
 	p->s.stack_bytes = s->stack_bytes > 0 ? (int32_t)(nframes * 8) : s->stack_bytes;
 	p->next = NULL;
+	p->raw = take_raw(c, s->tid);
 	if (c->tail)
 		c->tail->next = p;
 	else
@@ -143,6 +198,8 @@ int collector_handle(void *ctx, void *data, size_t size)
 	switch (type) {
 	case D9_REC_SAMPLE:
 		return handle_sample(c, data, size);
+	case D9_REC_RAW_STACK:
+		return handle_raw(c, data, size);
 	case D9_REC_EPOCH: {
 		const struct d9_epoch *e = data;
 		struct worker_info *w;
@@ -269,7 +326,7 @@ static struct run_thread *note_thread(struct collector *c, uint32_t tid, int wor
 	return t;
 }
 
-static void write_sample(struct collector *c, const struct d9_sample *s)
+static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
 {
 	struct worker_info *w = collector_worker(c, s->worker);
 	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
@@ -311,6 +368,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s)
 			  : 0;
 	ts.nframes = nframes;
 	ts.frames = frames;
+	ts.raw = raw;
 	rt = note_thread(c, s->tid, ts.worker);
 	ts.ns_pid = rt ? rt->ns_pid : s->pid;
 	ts.ns_tid = rt ? rt->ns_tid : s->tid;
@@ -336,11 +394,12 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 
 		if (!final && (p->s.epoch + 1) * D9_NSEC_PER_SEC + FLUSH_GRACE_NS > now_ns)
 			break;
-		write_sample(c, &p->s);
+		write_sample(c, &p->s, p->raw);
 		c->head = p->next;
 		if (!c->head)
 			c->tail = NULL;
 		c->npending--;
+		free(p->raw);
 		free(p);
 	}
 }
@@ -367,8 +426,12 @@ void collector_free(struct collector *c)
 		struct pending_sample *p = c->head;
 
 		c->head = p->next;
+		free(p->raw);
 		free(p);
 	}
+	for (size_t i = 0; i < c->nraws; i++)
+		free(c->raws[i]);
+	free(c->raws);
 	for (size_t i = 0; i < c->nworkers; i++)
 		free(c->workers[i].epochs);
 	free(c->workers);

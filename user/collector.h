@@ -39,6 +39,7 @@ struct worker_info {
 };
 
 struct pending_sample;
+struct raw_copy;
 
 /* Reads a worker's still-open epoch from the BPF map; returns 0 when found. */
 typedef int (*open_epoch_fn)(void *ctx, uint64_t worker, struct d9_worker_state *out);
@@ -64,6 +65,10 @@ struct collector {
 	uint64_t samples_task_id_ok;
 	uint64_t records;
 	uint64_t write_errors;
+
+	/* Raw stacks waiting for their thread's sample record. */
+	struct raw_copy **raws;
+	size_t nraws, raws_cap;
 
 	/* Threads seen in samples, for COMM records and labels. */
 	struct run_thread *threads;

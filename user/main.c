@@ -246,6 +246,8 @@ int main(int argc, char **argv)
 		err = 1;
 		goto cleanup;
 	}
+	if (o.unwind == D9_UNWIND_AUTO)
+		o.unwind = t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_DWARF;
 	links.multi = attach_multi_supported();
 	attach_prepare(skel, links.multi);
 	skel->rodata->targ_tgid = (uint32_t)o.pid;
@@ -253,6 +255,7 @@ int main(int argc, char **argv)
 	skel->rodata->token_interval_ns = D9_NSEC_PER_SEC / o.per_worker_hz;
 	skel->rodata->bucket_ns = o.cap_burst * (D9_NSEC_PER_SEC / o.per_worker_hz);
 	skel->rodata->seed = o.seed;
+	skel->rodata->raw_stack_bytes = o.unwind == D9_UNWIND_DWARF ? o.stack_size : 0;
 	{
 		struct stat ns;
 

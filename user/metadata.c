@@ -159,6 +159,11 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	fputs("},\n  \"task_id_layout\": ", f);
 	json_str(f, r->task_id_layout);
 	fprintf(f,
+		",\n  \"unwind\": {\"mode\": \"%s\", \"stack_size\": %u, "
+		"\"target_keeps_frame_pointers\": %s}",
+		o->unwind == D9_UNWIND_DWARF ? "dwarf" : "fp", o->stack_size,
+		t->keeps_frame_pointers ? "true" : "false");
+	fprintf(f,
 		",\n  \"sampling_started_at_ns\": %" PRIu64 ", \"sampling_stopped_at_ns\": %" PRIu64
 		", \"started_realtime_ns\": %" PRIu64 ",\n  \"stop_reason\": ",
 		r->started_ns, r->stopped_ns, r->started_realtime_ns);

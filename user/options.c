@@ -33,6 +33,8 @@ enum {
 	OPT_SEED,
 	OPT_FORMAT,
 	OPT_OVERHEAD,
+	OPT_UNWIND,
+	OPT_STACK_SIZE,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -157,6 +159,23 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad_usage("invalid --overhead-budget '%s': give a percentage in (0, 100]",
 				  arg);
 		break;
+	case OPT_UNWIND:
+		if (!strcmp(arg, "fp"))
+			o->unwind = D9_UNWIND_FP;
+		else if (!strcmp(arg, "dwarf"))
+			o->unwind = D9_UNWIND_DWARF;
+		else if (!strcmp(arg, "auto"))
+			o->unwind = D9_UNWIND_AUTO;
+		else
+			bad_usage("invalid --unwind '%s': use fp, dwarf or auto", arg);
+		break;
+	case OPT_STACK_SIZE:
+		if (parse_u64(arg, &v) || v < 512 || v > 32768 || (v & 7))
+			bad_usage(
+			    "invalid --stack-size '%s': give a multiple of 8 from 512 to 32768",
+			    arg);
+		o->stack_size = (uint32_t)v;
+		break;
 	case OPT_FORMAT:
 		if (parse_formats(arg, &o->formats))
 			bad_usage(
@@ -237,6 +256,7 @@ int options_parse(int argc, char **argv, struct options *o)
 		return 0;
 	}
 	o->per_worker_hz = 10;
+	o->stack_size = 16384;
 	/* Probe every poll by default: armed windows (a budget below 100) bound the cost but,
 	 * measured on the demo, undercount CPU-bound tasks by up to half (see arming.h). */
 	o->overhead_budget = 100;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -198,6 +199,14 @@ static int check_process(struct target *t)
 		return -ENOENT;
 	}
 	t->exe_path[n] = 0;
+	{
+		struct stat st;
+
+		if (!stat(t->exe_link, &st)) {
+			t->exe_dev = st.st_dev;
+			t->exe_ino = st.st_ino;
+		}
+	}
 	return 0;
 }
 
@@ -357,6 +366,7 @@ int target_open(int pid, struct target **out)
 		return -ENOMEM;
 	}
 	t->pid = pid;
+	t->lock_fd = -1;
 	err = check_process(t);
 	if (err)
 		goto fail;
@@ -407,10 +417,81 @@ void target_close(struct target *t)
 {
 	if (!t)
 		return;
+	if (t->lock_fd >= 0) {
+		/* Unlinked while still held: a tool waiting on this inode re-checks the path. */
+		unlink(t->lock_path);
+		close(t->lock_fd);
+	}
 	for (size_t i = 0; i < t->nprobes; i++)
 		free(t->probes[i].name);
 	free(t->probes);
 	if (t->elf)
 		elf_file_close(t->elf);
 	free(t);
+}
+
+bool target_exe_changed(const struct target *t)
+{
+	struct stat st;
+
+	if (!t->exe_ino || stat(t->exe_link, &st))
+		return false;
+	return (uint64_t)st.st_dev != t->exe_dev || (uint64_t)st.st_ino != t->exe_ino;
+}
+
+int target_lock(struct target *t)
+{
+	const char *dir = getenv("DIAL9_LOCK_DIR");
+	char buf[32];
+	ssize_t n;
+	int fd;
+
+	if (!dir || !*dir)
+		dir = "/run/dial9-bpf";
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return 0;
+	if (snprintf(t->lock_path, sizeof(t->lock_path), "%s/%d.lock", dir, t->pid) >=
+	    (int)sizeof(t->lock_path))
+		return 0;
+	for (int tries = 0; tries < 10; tries++) {
+		struct stat held, named;
+
+		fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return 0;
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			int holder = 0;
+
+			n = pread(fd, buf, sizeof(buf) - 1, 0);
+			if (n > 0) {
+				buf[n] = 0;
+				holder = atoi(buf);
+			}
+			close(fd);
+			if (holder > 0)
+				fprintf(stderr,
+					"dial9-bpf: pid %d is already being profiled by dial9-bpf "
+					"pid %d (lock %s): stop that one first\n",
+					t->pid, holder, t->lock_path);
+			else
+				fprintf(stderr,
+					"dial9-bpf: pid %d is already being profiled by another "
+					"dial9-bpf (lock %s): stop that one first\n",
+					t->pid, t->lock_path);
+			return -EBUSY;
+		}
+		/* The holder we waited for may have unlinked the file we locked: lock the one
+		 * the path names now. */
+		if (!fstat(fd, &held) && !stat(t->lock_path, &named) && held.st_ino == named.st_ino &&
+		    held.st_dev == named.st_dev) {
+			n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+			if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)n, 0) != n) {
+				/* Still locked; only the holder's pid is missing from messages. */
+			}
+			t->lock_fd = fd;
+			return 0;
+		}
+		close(fd);
+	}
+	return 0;
 }

@@ -38,12 +38,33 @@ struct target {
 	size_t nprobes;
 	size_t count[PROBE_IDLE + 1];
 	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
+	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */
+	uint64_t exe_dev, exe_ino;  /* the executable at open: a change means the target exec'd */
+	int lock_fd;		    /* target_lock(); -1 if none */
+	char lock_path[96];
 };
 
 /* Checks the process and finds the probe points. On failure prints one line naming the
  * problem and the fix, and returns a negative errno. */
 int target_open(int pid, struct target **out);
 void target_close(struct target *t);
+
+/*
+ * Whether the target has exec'd another executable since target_open(): /proc/PID/exe now
+ * names another file (device and inode). The probes sit on the old file, so they no longer
+ * fire. false while the answer is unknown (the process is gone: see pidfd).
+ */
+bool target_exe_changed(const struct target *t);
+
+/*
+ * Claims the target for this tool, so that two tools do not profile one process at once: an
+ * exclusive flock on DIR/PID.lock (DIR: $DIAL9_LOCK_DIR, default /run/dial9-bpf), holding this
+ * tool's pid, kept until target_close(), which removes it. Returns 0, also when no lock
+ * directory can be made (nothing to coordinate through); -EBUSY after printing one line naming
+ * the pid of the tool holding it. Scope: tools that share the lock directory and see the target
+ * under the same pid.
+ */
+int target_lock(struct target *t);
 const char *probe_kind_name(enum probe_kind k);
 const char *park_point_name(uint32_t cookie);
 

@@ -17,6 +17,14 @@ struct task_frame {
 	uint64_t file_offset; /* addr translated into module */
 };
 
+/* What BPF copied at the park point for DWARF unwinding (--unwind dwarf). */
+struct raw_copy {
+	uint32_t tid;
+	uint64_t ip, sp, bp;
+	uint32_t len;
+	uint8_t data[]; /* user stack from sp up */
+};
+
 struct task_sample {
 	uint64_t timestamp_ns; /* CLOCK_MONOTONIC capture time */
 	uint32_t pid, tid; /* as the tool sees them (its own pid namespace) */
@@ -47,6 +55,7 @@ struct task_sample {
 	uint64_t weight_idle_ns;
 	size_t nframes;
 	const struct task_frame *frames; /* leaf first */
+	const struct raw_copy *raw;      /* NULL unless the stack was copied for DWARF unwinding */
 };
 
 #endif
