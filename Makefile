@@ -19,7 +19,7 @@ DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev l
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
 	     -Iinclude -I$(BUILD)
-LDLIBS    := -lbpf -lelf -lz -liberty -ljson-c
+LDLIBS    := -lbpf -lelf -ldw -lz -liberty -ljson-c
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
@@ -145,3 +145,13 @@ bench-writers: $(BUILD)/bench-writers
 	$(BUILD)/bench-writers $(BENCH_ARGS)
 
 .PHONY: fuzz fuzz-regress bench-writers
+
+# Target overhead of dial9-bpf vs perf record on the demo, interleaved with unprofiled segments:
+# bench/RESULTS.md, "Overhead", and bench/overhead-vs-hz.png. Root; about 10 minutes. The plot
+# needs Debian's python3-matplotlib, hence /usr/bin/python3. BENCH_ARGS=-h lists the options.
+bench-overhead: $(BUILD)/dial9-bpf $(BUILD)/demo-fp
+	@dpkg -s python3-matplotlib >/dev/null 2>&1 || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null
+	/usr/bin/python3 tools/bench-overhead.py $(BENCH_ARGS)
+
+.PHONY: bench-overhead

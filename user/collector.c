@@ -6,7 +6,11 @@
 #include <string.h>
 #include "collector.h"
 #include "symbolize.h"
+#include "unwind_dwarf.h"
 #include "target.h"
+
+#define MAX_INLINE 16
+#define MAX_FRAMES_OUT 512
 
 /* An epoch's refusals are final once the epoch is over: the sampler decides at the time of
  * the transition. The grace covers records still in the ring buffer. */
@@ -330,18 +334,47 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 {
 	struct worker_info *w = collector_worker(c, s->worker);
 	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
-	struct task_frame frames[D9_MAX_STACK_DEPTH];
+	struct task_frame frames[MAX_FRAMES_OUT];
+	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
+	const uint64_t *pcs = (const uint64_t *)s->stack;
 	struct task_sample ts = {};
 	struct run_thread *rt;
+	size_t n = 0;
 
-	for (size_t i = 0; i < nframes; i++) {
-		struct sym_info si = {};
+	if (c->unw && raw) {
+		struct unwind_regs regs = {.ip = raw->ip, .sp = raw->sp, .bp = raw->bp};
+		enum unwind_stop stop = UNWIND_ERROR;
+		size_t npcs = 0;
 
-		frames[i].addr = s->stack[i];
-		frames[i].name = symbolizer_resolve(c->sym, s->stack[i], &si) ? NULL : si.name;
-		frames[i].module = si.module;
-		frames[i].file_offset = si.file_offset;
+		unwinder_unwind(c->unw, &regs, raw->data, raw->len, dwarf_pcs, D9_MAX_STACK_DEPTH,
+				&npcs, &stop);
+		c->unwind_stops[stop < UNWIND_STATS ? stop : UNWIND_STATS - 1]++;
+		c->frames_fp += nframes;
+		c->frames_dwarf += npcs;
+		c->samples_dwarf++;
+		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). */
+		if (npcs >= nframes) {
+			pcs = dwarf_pcs;
+			nframes = npcs;
+		}
 	}
+	for (size_t i = 0; i < nframes && n < MAX_FRAMES_OUT; i++) {
+		struct inline_frame inl[MAX_INLINE];
+		struct sym_info si = {};
+		size_t ninl = 0;
+		const char *name = symbolizer_resolve(c->sym, pcs[i], &si) ? NULL : si.name;
+
+		if (c->unw)
+			unwinder_inline_frames(c->unw, pcs[i], i > 0, inl, MAX_INLINE, &ninl);
+		/* Innermost inlined call first, the function that contains them last. */
+		for (size_t k = 0; k + 1 < ninl && n < MAX_FRAMES_OUT; k++)
+			frames[n++] = (struct task_frame){pcs[i], inl[k].name, si.module,
+							  si.file_offset, true};
+		if (n < MAX_FRAMES_OUT)
+			frames[n++] = (struct task_frame){pcs[i], name ? name : ninl ? inl[ninl - 1].name : NULL,
+							  si.module, si.file_offset, false};
+	}
+	nframes = n;
 	ts.timestamp_ns = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
 	ts.pid = s->pid;
 	ts.tid = s->tid;

@@ -13,6 +13,9 @@
 #include "writer.h"
 
 struct symbolizer;
+struct unwinder;
+
+#define UNWIND_STATS 8 /* enum unwind_stop values */
 
 struct epoch_stat {
 	uint64_t epoch;
@@ -49,6 +52,9 @@ struct collector {
 	struct writer *writers;
 	size_t nwriters;
 	struct symbolizer *sym;
+	struct unwinder *unw; /* set for --unwind dwarf */
+	uint64_t unwind_stops[UNWIND_STATS];
+	uint64_t samples_dwarf, frames_fp, frames_dwarf;
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
 

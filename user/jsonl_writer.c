@@ -9,48 +9,150 @@
 #include "json.h"
 #include "writer.h"
 
+/* stdio's default 4 KiB buffer would mean a write(2) for about every line. */
+#define JSONL_BUF_SIZE (256 * 1024)
+
 struct jsonl_writer {
 	FILE *f;
+	char *fbuf; /* f's buffer */
+	struct json_buf line;
+	/* inclusion_probability as printf's %.9g, by the double's bits: a run has few distinct
+	 * probabilities, and formatting a double costs more than the rest of the line. */
+	struct {
+		uint64_t bits;
+		uint8_t len; /* 0 = empty */
+		char text[31];
+	} probs[16];
 	char path[4096];
 };
 
+static void put_prob(struct jsonl_writer *jw, double p)
+{
+	uint64_t bits;
+	size_t i;
+
+	memcpy(&bits, &p, sizeof(bits));
+	i = (size_t)((bits * 0x9e3779b97f4a7c15ULL) >> 60);
+	if (!jw->probs[i].len || jw->probs[i].bits != bits) {
+		int n = snprintf(jw->probs[i].text, sizeof(jw->probs[i].text), "%.9g", p);
+
+		if (n <= 0 || n >= (int)sizeof(jw->probs[i].text)) {
+			char big[64];
+
+			/* Not cacheable (cannot happen with %.9g); write it as is. */
+			jw->probs[i].len = 0;
+			snprintf(big, sizeof(big), "%.9g", p);
+			json_buf_puts(&jw->line, big);
+			return;
+		}
+		jw->probs[i].bits = bits;
+		jw->probs[i].len = (uint8_t)n;
+	}
+	json_buf_raw(&jw->line, jw->probs[i].text, jw->probs[i].len);
+}
+
+/* A name printed unescaped between quotes, as printf's %s would (NULL as "(null)"). */
+static void put_raw_str(struct json_buf *b, const char *s)
+{
+	json_buf_puts(b, s ? s : "(null)");
+}
+
+static void put_bool(struct json_buf *b, bool v)
+{
+	if (v)
+		json_buf_lit(b, "true");
+	else
+		json_buf_lit(b, "false");
+}
+
+/* The line is built in memory and written with one fwrite(). */
 static int jsonl_sample(struct writer *w, const struct task_sample *s)
 {
 	struct jsonl_writer *jw = w->priv;
-	FILE *f = jw->f;
+	struct json_buf *b = &jw->line;
 
-	fprintf(f,
-		"{\"timestamp_ns\":%" PRIu64 ",\"pid\":%u,\"tid\":%u,\"ns_pid\":%u,\"ns_tid\":%u,"
-		"\"worker\":%d,"
-		"\"worker_key\":\"0x%" PRIx64 "\",\"task_id\":",
-		s->timestamp_ns, s->pid, s->tid, s->ns_pid, s->ns_tid, s->worker, s->worker_key);
+	b->len = 0;
+	json_buf_lit(b, "{\"timestamp_ns\":");
+	json_buf_u64(b, s->timestamp_ns);
+	json_buf_lit(b, ",\"pid\":");
+	json_buf_u64(b, s->pid);
+	json_buf_lit(b, ",\"tid\":");
+	json_buf_u64(b, s->tid);
+	json_buf_lit(b, ",\"ns_pid\":");
+	json_buf_u64(b, s->ns_pid);
+	json_buf_lit(b, ",\"ns_tid\":");
+	json_buf_u64(b, s->ns_tid);
+	json_buf_lit(b, ",\"worker\":");
+	json_buf_i64(b, s->worker);
+	json_buf_lit(b, ",\"worker_key\":\"0x");
+	json_buf_hex(b, s->worker_key);
+	json_buf_lit(b, "\",\"task_id\":");
 	if (s->task_id_ok)
-		fprintf(f, "%" PRIu64, s->task_id);
+		json_buf_u64(b, s->task_id);
 	else
-		fputs("null", f);
-	fprintf(
-	    f,
-	    ",\"task_id_ok\":%s,\"inclusion_probability\":%.9g,\"epoch\":%" PRIu64
-	    ",\"idle_start_ns\":%" PRIu64 ",\"idle_end_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64
-	    ",\"idle_known\":%s,\"poll_duration_ns\":%" PRIu64 ",\"capped\":%s,\"outcome\":\"%s\","
-	    "\"park_point\":\"%s\",\"weight_count\":%" PRIu64 ",\"weight_idle_ns\":%" PRIu64,
-	    s->task_id_ok ? "true" : "false", s->prob, s->epoch, s->idle_start_ns, s->idle_end_ns,
-	    s->idle_known ? s->idle_end_ns - s->idle_start_ns : 0, s->idle_known ? "true" : "false",
-	    s->poll_end_ns - s->idle_end_ns, s->capped ? "true" : "false", s->outcome,
-	    s->park_point, s->weight_count, s->weight_idle_ns);
-	if (s->stack_error)
-		fprintf(f, ",\"stack_error\":%d", s->stack_error);
-	fputs(",\"stack\":[", f);
-	for (size_t i = 0; i < s->nframes; i++) {
-		fprintf(f, "%s{\"addr\":\"0x%" PRIx64 "\",\"name\":", i ? "," : "",
-			s->frames[i].addr);
-		json_str(f, s->frames[i].name);
-		fputs(",\"module\":", f);
-		json_str(f, s->frames[i].module);
-		fputc('}', f);
+		json_buf_lit(b, "null");
+	json_buf_lit(b, ",\"task_id_ok\":");
+	put_bool(b, s->task_id_ok);
+	json_buf_lit(b, ",\"inclusion_probability\":");
+	put_prob(jw, s->prob);
+	json_buf_lit(b, ",\"epoch\":");
+	json_buf_u64(b, s->epoch);
+	json_buf_lit(b, ",\"idle_start_ns\":");
+	json_buf_u64(b, s->idle_start_ns);
+	json_buf_lit(b, ",\"idle_end_ns\":");
+	json_buf_u64(b, s->idle_end_ns);
+	json_buf_lit(b, ",\"idle_ns\":");
+	json_buf_u64(b, s->idle_known ? s->idle_end_ns - s->idle_start_ns : 0);
+	json_buf_lit(b, ",\"idle_known\":");
+	put_bool(b, s->idle_known);
+	json_buf_lit(b, ",\"poll_duration_ns\":");
+	json_buf_u64(b, s->poll_end_ns - s->idle_end_ns);
+	json_buf_lit(b, ",\"capped\":");
+	put_bool(b, s->capped);
+	json_buf_lit(b, ",\"outcome\":\"");
+	put_raw_str(b, s->outcome);
+	json_buf_lit(b, "\",\"park_point\":\"");
+	put_raw_str(b, s->park_point);
+	json_buf_lit(b, "\",\"weight_count\":");
+	json_buf_u64(b, s->weight_count);
+	json_buf_lit(b, ",\"weight_idle_ns\":");
+	json_buf_u64(b, s->weight_idle_ns);
+	if (s->stack_error) {
+		json_buf_lit(b, ",\"stack_error\":");
+		json_buf_i64(b, s->stack_error);
 	}
-	fputs("]}\n", f);
-	return ferror(f) ? -EIO : 0;
+	json_buf_lit(b, ",\"stack\":[");
+	for (size_t i = 0; i < s->nframes; i++) {
+		if (i)
+			json_buf_lit(b, ",");
+		json_buf_lit(b, "{\"addr\":\"0x");
+		json_buf_hex(b, s->frames[i].addr);
+		json_buf_lit(b, "\",\"name\":");
+		json_buf_str(b, s->frames[i].name);
+		json_buf_lit(b, ",\"module\":");
+		json_buf_str(b, s->frames[i].module);
+		if (s->frames[i].inlined)
+			json_buf_lit(b, ",\"inlined\":true");
+		json_buf_lit(b, "}");
+	}
+	json_buf_lit(b, "]}\n");
+	if (b->oom) {
+		/* Nothing of the line is written: the file stays line-aligned. */
+		b->oom = false;
+		return -ENOMEM;
+	}
+	fwrite(b->data, 1, b->len, jw->f);
+	return ferror(jw->f) ? -EIO : 0;
+}
+
+static void jsonl_free(struct writer *w)
+{
+	struct jsonl_writer *jw = w->priv;
+
+	json_buf_free(&jw->line);
+	free(jw->fbuf);
+	free(jw);
+	w->priv = NULL;
 }
 
 static int jsonl_finish(struct writer *w, const struct run_context *rc)
@@ -65,8 +167,7 @@ static int jsonl_finish(struct writer *w, const struct run_context *rc)
 		err = -errno;
 	if (err)
 		fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", jw->path, strerror(-err));
-	free(jw);
-	w->priv = NULL;
+	jsonl_free(w);
 	return err;
 }
 
@@ -76,8 +177,7 @@ static void jsonl_abort(struct writer *w)
 
 	fclose(jw->f);
 	unlink(jw->path);
-	free(jw);
-	w->priv = NULL;
+	jsonl_free(w);
 }
 
 int jsonl_writer_open(const char *dir, struct writer *w)
@@ -93,6 +193,12 @@ int jsonl_writer_open(const char *dir, struct writer *w)
 
 		free(jw);
 		return err;
+	}
+	/* Without the bigger buffer (out of memory), stdio's own does. */
+	jw->fbuf = malloc(JSONL_BUF_SIZE);
+	if (jw->fbuf && setvbuf(jw->f, jw->fbuf, _IOFBF, JSONL_BUF_SIZE)) {
+		free(jw->fbuf);
+		jw->fbuf = NULL;
 	}
 	w->format = "jsonl";
 	w->priv = jw;

@@ -31,6 +31,7 @@
 #include "symbolize.h"
 #include "target.h"
 #include "tokio_layout.h"
+#include "unwind_dwarf.h"
 
 static volatile sig_atomic_t exiting;
 
@@ -127,6 +128,32 @@ static void print_status(struct collector *c, struct sampler_bpf *skel, double e
 		c->samples_written + c->npending, cnt[D9_CNT_RB_DROPS], tty ? "" : "\n");
 }
 
+/*
+ * libbpf keeps consuming while records keep coming, so under a flood one ring_buffer__poll()
+ * would never return and the run could not stop (duration, signals, target exit). The
+ * callback ends a poll once its time slice is used up; the loop then polls again.
+ */
+#define RB_SLICE_NS (200ULL * 1000 * 1000)
+#define RB_SLICE_OVER (-ETIME)
+
+struct rb_slice {
+	struct collector *col;
+	uint64_t deadline_ns;
+	unsigned int n;
+};
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct rb_slice *r = ctx;
+	int err = collector_handle(r->col, data, size);
+
+	if (err)
+		return err;
+	if (++r->n % 64 == 0 && now_ns(CLOCK_MONOTONIC) >= r->deadline_ns)
+		return RB_SLICE_OVER;
+	return 0;
+}
+
 static bool target_gone(int pidfd, int pid)
 {
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
@@ -216,6 +243,7 @@ int main(int argc, char **argv)
 	struct symbolizer *sym = NULL;
 	struct target *t = NULL;
 	struct collector col = {};
+	struct rb_slice slice = {.col = &col, .deadline_ns = UINT64_MAX};
 	struct writer writers[8];
 	size_t nwriters = 0;
 	bool dir_created = false, running = false, tty = isatty(STDERR_FILENO);
@@ -236,6 +264,10 @@ int main(int argc, char **argv)
 	err = target_open(o.pid, &t);
 	if (err)
 		return 1;
+	if (target_lock(t)) {
+		target_close(t);
+		return 1;
+	}
 	if (!o.seed_set && getrandom(&o.seed, sizeof(o.seed), 0) != sizeof(o.seed))
 		o.seed = now_ns(CLOCK_MONOTONIC);
 	run.seed = o.seed;
@@ -301,7 +333,14 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	collector_init(&col, o.pid, writers, nwriters, sym, read_open_epoch, skel);
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), collector_handle, &col, NULL);
+	if (o.unwind == D9_UNWIND_DWARF) {
+		col.unw = unwinder_new(o.pid);
+		if (!col.unw)
+			fprintf(stderr, "dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
+					"back to frame pointers\n",
+				strerror(errno));
+	}
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, &slice, NULL);
 	if (!rb) {
 		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));
 		err = 1;
@@ -362,8 +401,9 @@ int main(int argc, char **argv)
 	while (!exiting) {
 		uint64_t now;
 
+		slice.deadline_ns = now_ns(CLOCK_MONOTONIC) + RB_SLICE_NS;
 		err = ring_buffer__poll(rb, 100);
-		if (err < 0 && err != -EINTR) {
+		if (err < 0 && err != -EINTR && err != RB_SLICE_OVER) {
 			fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n",
 				strerror(-err));
 			run.stop_reason = "error";
@@ -380,6 +420,17 @@ int main(int argc, char **argv)
 			if (!o.quiet)
 				fprintf(stderr,
 					"%sdial9-bpf: target pid %d exited; finishing outputs\n",
+					tty ? "\n" : "", o.pid);
+			break;
+		}
+		/* The probes sit on the executable's inode: after an exec into another file they
+		 * never fire again, and the maps no longer describe what was sampled. */
+		if (target_exe_changed(t)) {
+			run.stop_reason = "target_exec";
+			if (!o.quiet)
+				fprintf(stderr,
+					"%sdial9-bpf: target pid %d exec'd another program; "
+					"finishing outputs\n",
 					tty ? "\n" : "", o.pid);
 			break;
 		}
@@ -405,6 +456,7 @@ cleanup:
 	run.detach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	if (running) {
 		run.stopped_ns = now_ns(CLOCK_MONOTONIC);
+		slice.deadline_ns = UINT64_MAX; /* probes are gone: the rest is finite */
 		ring_buffer__consume(rb);
 		read_counters(skel, run.counters);
 		collector_close_epochs(&col);
@@ -440,6 +492,7 @@ cleanup:
 	if (pidfd >= 0)
 		close(pidfd);
 	ring_buffer__free(rb);
+	unwinder_free(col.unw);
 	collector_free(&col);
 	symbolizer_free(sym);
 	sampler_bpf__destroy(skel);

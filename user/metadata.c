@@ -12,6 +12,7 @@
 #include "metadata.h"
 #include "options.h"
 #include "target.h"
+#include "unwind_dwarf.h"
 
 static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_POLLS] = "polls",
@@ -160,9 +161,15 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	json_str(f, r->task_id_layout);
 	fprintf(f,
 		",\n  \"unwind\": {\"mode\": \"%s\", \"stack_size\": %u, "
-		"\"target_keeps_frame_pointers\": %s}",
+		"\"target_keeps_frame_pointers\": %s, \"samples\": %" PRIu64
+		", \"frames_fp\": %" PRIu64 ", \"frames_dwarf\": %" PRIu64 ", \"stops\": {",
 		o->unwind == D9_UNWIND_DWARF ? "dwarf" : "fp", o->stack_size,
-		t->keeps_frame_pointers ? "true" : "false");
+		t->keeps_frame_pointers ? "true" : "false", c->samples_dwarf, c->frames_fp,
+		c->frames_dwarf);
+	for (int i = 0; i < UNWIND_STATS; i++)
+		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", unwind_stop_name((enum unwind_stop)i),
+			c->unwind_stops[i]);
+	fputs("}}", f);
 	fprintf(f,
 		",\n  \"sampling_started_at_ns\": %" PRIu64 ", \"sampling_stopped_at_ns\": %" PRIu64
 		", \"started_realtime_ns\": %" PRIu64 ",\n  \"stop_reason\": ",

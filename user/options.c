@@ -48,6 +48,10 @@ static const struct argp_option argp_opts[] = {
      "Max share of the target's CPU the probes may cost, by probing in random windows "
      "(default 100: probe every poll; windows are experimental)",
      0},
+    {"unwind", OPT_UNWIND, "MODE", 0,
+     "fp, dwarf or auto (default: dwarf unless the target keeps frame pointers)", 0},
+    {"stack-size", OPT_STACK_SIZE, "BYTES", 0,
+     "User stack copied per sample for dwarf unwinding (default 16384, max 32768)", 0},
     {"format", OPT_FORMAT, "LIST", 0,
      "Outputs, comma separated: jsonl,perf,pprof,folded,flamegraph or all (default all)", 0},
     {"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},

@@ -60,9 +60,27 @@ enum d9_perf_feature {
 enum d9_perf_event {
 	D9_PERF_EV_SAMPLE = 0, /* "task-sample": period = weight_count */
 	D9_PERF_EV_IDLE = 1,   /* "task-idle-ns": period = weight_idle_ns */
+	/* "task-sample-raw": period = weight_count, registers and stack for perf's own DWARF
+	 * unwinding; only in files whose samples carried raw stacks (--unwind dwarf). */
+	D9_PERF_EV_SAMPLE_RAW = 2,
 	D9_PERF_NR_EVENTS,
 };
 #define D9_PERF_EVENT_ID(ev) ((uint64_t)(ev) + 1)
+
+/* The record size is a u16 and a multiple of 8. */
+#define D9_PERF_MAX_RECORD 65528
+
+/* PERF_SAMPLE_REGS_USER of task-sample-raw: x86-64 registers by their perf_regs.h bit, dumped
+ * in ascending bit order after the ABI word. */
+#define D9_PERF_REG_BP 6
+#define D9_PERF_REG_SP 7
+#define D9_PERF_REG_IP 8
+#define D9_PERF_REGS_MASK                                                                          \
+	((1ULL << D9_PERF_REG_BP) | (1ULL << D9_PERF_REG_SP) | (1ULL << D9_PERF_REG_IP))
+#define D9_PERF_REGS_ABI_64 2 /* PERF_SAMPLE_REGS_ABI_64 */
+/* PERF_SAMPLE_STACK_USER: the largest dump (attr.sample_stack_user); longer copies keep the
+ * bytes nearest sp. The rest of a task-sample-raw record takes < 1 KiB. */
+#define D9_PERF_STACK_DUMP_MAX 61440
 
 /* PERF_SAMPLE_CGROUP values: one label per worker. */
 #define D9_PERF_CGROUP_NO_WORKER 1

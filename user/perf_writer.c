@@ -4,11 +4,30 @@
  * read like one that `perf record` wrote.
  *
  * Events and periods. Two events (attrs) share one sample layout, and every TaskSampleEvent is
- * written once for each:
+ * written once for each (and once more for task-sample-raw, below, when it has a raw stack):
  *   task-sample   period = weight_count:   estimated resumes the sample stands for;
  *   task-idle-ns  period = weight_idle_ns: estimated nanoseconds tasks sat parked there.
  * perf report's Overhead and "Event count" are sums of periods, so they equal the sums of the
  * same fields in samples.jsonl, per event. Periods must be integers, which the weights are.
+ *
+ * Raw stacks for perf's own DWARF unwinding (--unwind dwarf). A sample that carries a raw_copy
+ * is also written as a third event,
+ *   task-sample-raw  period = weight_count,
+ * whose records carry PERF_SAMPLE_REGS_USER (abi 64, BP SP IP) and PERF_SAMPLE_STACK_USER (the
+ * copied bytes from sp up) like `perf record --call-graph dwarf` writes them, with an empty
+ * callchain (nr = 0) and exclude_callchain_user set: perf script and perf report unwind them
+ * themselves with the MMAP2 records and the binaries' .eh_frame (perf 6.1 lists inlined frames
+ * too). Our own callchain stays on task-sample and task-idle-ns, unchanged. Why not one record
+ * with both: perf 6.1 (thread__resolve_callchain) shows the record's callchain and then appends
+ * its own unwinding of the dump whenever the attr has REGS_USER|STACK_USER and the dump is not
+ * empty; no attr bit or command-line option picks one of the two, so a single record would
+ * show every stack twice, ours above perf's. The event exists only in files with raw stacks:
+ * the attrs and ids of all three are reserved at open, and finish() declares task-sample-raw
+ * only if it has records, so fp-mode files declare two events as before (their data just
+ * starts 152 bytes later). A dump is capped at D9_PERF_STACK_DUMP_MAX (keeping the end at sp)
+ * so the record stays under 64 KiB. task-sample-raw totals equal task-sample's over the samples
+ * that had a raw stack, which in dwarf mode is normally all of them: compare the events per
+ * (tid, time), never add them up.
  *
  * Metadata. Each sample carries PERF_SAMPLE_RAW with a NUL-terminated text such as
  * "worker=0 task_id=12 p=0.0123 epoch=... idle_ns=... capped=0 outcome=pending park=leaf",
@@ -56,16 +75,24 @@ _Static_assert(sizeof(struct d9_perf_file_attr) == 144, "perf file attr is 144 b
 	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |            \
 	 PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW |          \
 	 PERF_SAMPLE_CGROUP)
+/* task-sample-raw: the same, plus what perf's DWARF unwinder reads (after RAW, before CGROUP). */
+#define RAW_SAMPLE_TYPE (SAMPLE_TYPE | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
 
-/* The record size field is 16 bits; sizes are multiples of 8. */
-#define MAX_RECORD 65528
+#define MAX_RECORD D9_PERF_MAX_RECORD
 #define RAW_MAX 512
+/* Everything of a task-sample-raw record but the stack bytes: header, IDENTIFIER..PERIOD,
+ * callchain nr, RAW (u32 size + text), abi + 3 regs, size + dyn_size, CGROUP. */
+#define RAW_REC_OVERHEAD (8 + 6 * 8 + 8 + (4 + RAW_MAX + 4) + 4 * 8 + 2 * 8 + 8)
+_Static_assert(RAW_REC_OVERHEAD + D9_PERF_STACK_DUMP_MAX <= MAX_RECORD,
+	       "a task-sample-raw record fits in 64 KiB");
+_Static_assert(D9_PERF_STACK_DUMP_MAX % 8 == 0, "stack dumps are whole u64s");
 /* Threads whose worker name was last written; a collision only costs a repeated COMM. */
 #define COMM_CACHE 1024
 
 static const char *const event_names[D9_PERF_NR_EVENTS] = {
     [D9_PERF_EV_SAMPLE] = "task-sample",
     [D9_PERF_EV_IDLE] = "task-idle-ns",
+    [D9_PERF_EV_SAMPLE_RAW] = "task-sample-raw",
 };
 
 struct perf_writer {
@@ -84,8 +111,15 @@ struct perf_writer {
 		int worker;
 	} comm_cache[COMM_CACHE];
 	uint64_t nsamples, first_time, last_time;
+	bool have_raw; /* a task-sample-raw record was written: the file declares the event */
 	uint8_t rec[MAX_RECORD];
 };
+
+/* Events the file declares: task-sample-raw only when it has records. */
+static int nr_events(const struct perf_writer *pw)
+{
+	return pw->have_raw ? D9_PERF_NR_EVENTS : D9_PERF_EV_SAMPLE_RAW;
+}
 
 /* Builds one record in pw->rec. */
 struct rec {
@@ -154,7 +188,7 @@ static void put_id_trailer(struct rec *r, uint32_t pid, uint32_t tid, uint64_t t
 	put_u64(r, D9_PERF_EVENT_ID(D9_PERF_EV_SAMPLE));
 }
 
-static void fill_attr(struct perf_event_attr *a)
+static void fill_attr(struct perf_event_attr *a, int ev)
 {
 	memset(a, 0, sizeof(*a));
 	/* BPF_OUTPUT: perf script prints the RAW payload of these, as a string when it is one. */
@@ -169,6 +203,14 @@ static void fill_attr(struct perf_event_attr *a)
 	a->sample_id_all = 1;
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
+	if (ev == D9_PERF_EV_SAMPLE_RAW) {
+		/* As `perf record --call-graph dwarf` sets it: the user part of the chain is for
+		 * perf to unwind from the registers and the stack dump. */
+		a->sample_type = RAW_SAMPLE_TYPE;
+		a->sample_regs_user = D9_PERF_REGS_MASK;
+		a->sample_stack_user = D9_PERF_STACK_DUMP_MAX;
+		a->exclude_callchain_user = 1;
+	}
 }
 
 static size_t raw_text(char *buf, size_t len, const struct task_sample *s)
@@ -259,6 +301,27 @@ static void note_worker_tid(struct perf_writer *pw, const struct task_sample *s)
 		pw->worker_tid[s->worker] = s->tid;
 }
 
+/* PERF_SAMPLE_REGS_USER and PERF_SAMPLE_STACK_USER as the kernel writes them: abi, the
+ * registers in ascending bit order, then size, the stack from sp up padded to size, and
+ * dyn_size, the bytes actually copied. */
+static void put_user_dump(struct rec *r, const struct raw_copy *raw)
+{
+	uint32_t len = raw->len > D9_PERF_STACK_DUMP_MAX ? D9_PERF_STACK_DUMP_MAX : raw->len;
+	uint64_t size = ((uint64_t)len + 7) & ~7ULL;
+
+	put_u64(r, D9_PERF_REGS_ABI_64);
+	put_u64(r, raw->bp); /* bit 6 */
+	put_u64(r, raw->sp); /* bit 7 */
+	put_u64(r, raw->ip); /* bit 8 */
+	put_u64(r, size);
+	if (!size)
+		return; /* the kernel writes no data and no dyn_size for an empty dump */
+	memcpy(r->buf + r->len, raw->data, len);
+	memset(r->buf + r->len + len, 0, size - len);
+	r->len += size;
+	put_u64(r, len);
+}
+
 static int perf_sample(struct writer *w, const struct task_sample *s)
 {
 	struct perf_writer *pw = w->priv;
@@ -269,10 +332,17 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 	uint64_t cgroup =
 	    s->worker >= 0 ? D9_PERF_CGROUP_WORKER(s->worker) : D9_PERF_CGROUP_NO_WORKER;
 	size_t fixed = sizeof(struct perf_event_header) + 8 * 8 + 4 + raw_size + 8;
-	size_t nframes = s->nframes;
+	size_t nframes = 0; /* physical frames: perf expands inlined calls itself */
+	uint64_t leaf = 0;
 
 	if (pw->err)
 		return pw->err;
+	for (size_t i = 0; i < s->nframes; i++) {
+		if (s->frames[i].inlined)
+			continue;
+		if (!nframes++)
+			leaf = s->frames[i].addr;
+	}
 	/* A record is < 64 KiB: keep the leaf end of an absurdly deep chain. */
 	if (fixed + (nframes + 1) * 8 > MAX_RECORD)
 		nframes = (MAX_RECORD - fixed) / 8 - 1;
@@ -291,24 +361,37 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 		pw->last_time = s->timestamp_ns;
 
 	for (int ev = 0; ev < D9_PERF_NR_EVENTS; ev++) {
+		bool dump = ev == D9_PERF_EV_SAMPLE_RAW;
+		/* perf unwinds the raw event itself: no frames of ours, the chain stays empty. */
+		size_t n = dump ? 0 : nframes;
 		struct rec r = rec_start(pw);
 
+		if (dump && !s->raw)
+			break;
 		put_u64(&r, D9_PERF_EVENT_ID(ev));
-		put_u64(&r, nframes ? s->frames[0].addr : 0);
+		put_u64(&r, dump ? s->raw->ip : n ? leaf : 0);
 		put_u32x2(&r, s->pid, s->tid);
 		put_u64(&r, s->timestamp_ns);
 		put_u32x2(&r, 0, 0);
-		put_u64(&r, ev == D9_PERF_EV_SAMPLE ? s->weight_count : s->weight_idle_ns);
+		put_u64(&r, ev == D9_PERF_EV_IDLE ? s->weight_idle_ns : s->weight_count);
 		/* Only user frames: mark the context so perf resolves them in the process. */
-		put_u64(&r, nframes ? nframes + 1 : 0);
-		if (nframes)
+		put_u64(&r, n ? n + 1 : 0);
+		if (n)
 			put_u64(&r, PERF_CONTEXT_USER);
-		for (size_t i = 0; i < nframes; i++)
-			put_u64(&r, s->frames[i].addr);
+		for (size_t i = 0, k = 0; i < s->nframes && k < n; i++) {
+			if (!s->frames[i].inlined) {
+				put_u64(&r, s->frames[i].addr);
+				k++;
+			}
+		}
 		put(&r, &raw_size, sizeof(raw_size));
 		memset(r.buf + r.len, 0, raw_size);
 		memcpy(r.buf + r.len, raw, raw_len);
 		r.len += raw_size;
+		if (dump) {
+			put_user_dump(&r, s->raw);
+			pw->have_raw = true;
+		}
 		put_u64(&r, cgroup);
 		emit(pw, &r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
 	}
@@ -490,10 +573,10 @@ static void feat_event_desc(struct perf_writer *pw)
 {
 	struct perf_event_attr a;
 
-	fill_attr(&a);
-	feat_u32(pw, D9_PERF_NR_EVENTS);
+	feat_u32(pw, (uint32_t)nr_events(pw));
 	feat_u32(pw, D9_PERF_ATTR_SIZE);
-	for (int ev = 0; ev < D9_PERF_NR_EVENTS; ev++) {
+	for (int ev = 0; ev < nr_events(pw); ev++) {
+		fill_attr(&a, ev);
 		write_bytes(pw, &a, D9_PERF_ATTR_SIZE);
 		feat_u32(pw, 1);
 		feat_string(pw, event_names[ev]);
@@ -570,23 +653,27 @@ static int seek_to(struct perf_writer *pw, uint64_t off)
 	return pw->err;
 }
 
-/* The header as it stands: a placeholder (no data, no features) until finish(). */
+/*
+ * The header as it stands: a placeholder (no data, no features) until finish(). Room for every
+ * attr and id is reserved before the data, but the header declares task-sample-raw only once
+ * it has records; perf reads attrs, ids and data at their offsets and skips the gap.
+ */
 static void write_header(struct perf_writer *pw, uint64_t data_size, const uint64_t feat[4])
 {
 	struct d9_perf_file_attr fa[D9_PERF_NR_EVENTS] = {};
-	uint64_t ids[D9_PERF_NR_EVENTS];
+	uint64_t ids[D9_PERF_NR_EVENTS] = {};
 	struct d9_perf_header h = {
 	    .size = sizeof(h),
 	    .attr_size = sizeof(fa[0]),
-	    .attrs = {sizeof(h), sizeof(fa)},
+	    .attrs = {sizeof(h), (uint64_t)nr_events(pw) * sizeof(fa[0])},
 	    .data = {pw->data_offset, data_size},
 	};
 	struct perf_event_attr a;
 
 	memcpy(h.magic, D9_PERF_MAGIC, sizeof(h.magic));
 	memcpy(h.features, feat, sizeof(h.features));
-	fill_attr(&a);
-	for (int ev = 0; ev < D9_PERF_NR_EVENTS; ev++) {
+	for (int ev = 0; ev < nr_events(pw); ev++) { /* the reserved rest stays zero */
+		fill_attr(&a, ev);
 		memcpy(fa[ev].attr, &a, D9_PERF_ATTR_SIZE);
 		fa[ev].ids.offset = sizeof(h) + sizeof(fa) + (uint64_t)ev * sizeof(ids[0]);
 		fa[ev].ids.size = sizeof(ids[0]);

@@ -15,6 +15,7 @@ struct task_frame {
 	const char *name;     /* demangled function, NULL when unknown */
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
+	bool inlined;         /* a call inlined into the next frame's function (same addr) */
 };
 
 /* What BPF copied at the park point for DWARF unwinding (--unwind dwarf). */
@@ -54,7 +55,7 @@ struct task_sample {
 	uint64_t weight_count;
 	uint64_t weight_idle_ns;
 	size_t nframes;
-	const struct task_frame *frames; /* leaf first */
+	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
 	const struct raw_copy *raw;      /* NULL unless the stack was copied for DWARF unwinding */
 };
 

@@ -132,6 +132,7 @@ def report_totals(path, sort="comm"):
 def demo_fns(names):
     """The demo async fns among frame names: the fn's own frame, not generic wrappers naming it
     (identical code folding gives those several names, perf and dial9 may pick different ones)."""
+    names = list(names)  # a generator would be used up by the first fn
     return {fn for fn in DEMO_FNS for n in names if n and n.startswith(f"dial9_demo::{fn}::")}
 
 

@@ -35,8 +35,19 @@ struct file {
 	char path[128];
 };
 
+/* A task-sample-raw record as read back. */
+struct raw_rec {
+	uint64_t ip, period, nr, abi, regs[3], size, dyn_size;
+	uint32_t tid;
+	const uint8_t *data; /* size bytes */
+	size_t rec_size;
+};
+
 struct parsed {
 	size_t samples[D9_PERF_NR_EVENTS], comms, mmaps, cgroups, other;
+	struct raw_rec raw[8];
+	size_t nraw;
+	size_t max_rec_size;
 	uint64_t period[D9_PERF_NR_EVENTS];
 	char cgroup_label[2][64];
 	size_t nstreamed_comms; /* COMMs with a time: renames after workers */
@@ -107,6 +118,7 @@ static void fill_sample(struct task_sample *s, struct task_frame *frames, size_t
 		frames[i].addr = 0x400000 + 0x10 * i;
 		frames[i].name = "f";
 		frames[i].module = "/bin/x";
+		frames[i].inlined = false;
 	}
 	s->timestamp_ns = t;
 	s->pid = PID;
@@ -129,21 +141,28 @@ static void fill_sample(struct task_sample *s, struct task_frame *frames, size_t
 
 static void check_sample(const uint8_t *r, size_t size, struct parsed *p)
 {
-	/* IDENTIFIER IP TID TIME CPU PERIOD CALLCHAIN RAW CGROUP */
+	/* IDENTIFIER IP TID TIME CPU PERIOD CALLCHAIN RAW [REGS_USER STACK_USER] CGROUP */
 	const uint8_t *q = r + sizeof(struct perf_event_header);
 	uint64_t id = u64_at(q), ip = u64_at(q + 8), nr;
+	struct raw_rec rr = {.rec_size = size};
 	uint32_t raw_size;
 	int ev;
 
-	assert_true(id == D9_PERF_EVENT_ID(D9_PERF_EV_SAMPLE) ||
-		    id == D9_PERF_EVENT_ID(D9_PERF_EV_IDLE));
+	assert_true(id >= D9_PERF_EVENT_ID(0) && id < D9_PERF_EVENT_ID(D9_PERF_NR_EVENTS));
 	ev = (int)id - 1;
 	p->samples[ev]++;
+	if (size > p->max_rec_size)
+		p->max_rec_size = size;
 	assert_int_equal(u32_at(q + 16), PID);
-	p->period[ev] += u64_at(q + 40);
-	nr = u64_at(q + 48);
+	rr.tid = u32_at(q + 20);
+	rr.ip = ip;
+	rr.period = u64_at(q + 40);
+	p->period[ev] += rr.period;
+	nr = rr.nr = u64_at(q + 48);
 	q += 56;
-	if (nr) {
+	if (ev == D9_PERF_EV_SAMPLE_RAW) {
+		assert_int_equal(nr, 0); /* perf unwinds it; a chain would be shown on top */
+	} else if (nr) {
 		assert_int_equal(u64_at(q), PERF_CONTEXT_USER);
 		assert_int_equal(u64_at(q + 8), ip);
 		assert_int_equal(ip, 0x400000);
@@ -156,6 +175,28 @@ static void check_sample(const uint8_t *r, size_t size, struct parsed *p)
 	assert_memory_equal(q + 4, "worker=", 7);
 	assert_int_equal(q[4 + raw_size - 1], 0); /* NUL-terminated, perf prints it as a string */
 	q += 4 + raw_size;
+	if (ev == D9_PERF_EV_SAMPLE_RAW) {
+		/* abi, then regs[popcount(mask)] in ascending bit order: BP, SP, IP. */
+		rr.abi = u64_at(q);
+		assert_int_equal(rr.abi, D9_PERF_REGS_ABI_64);
+		for (int i = 0; i < 3; i++)
+			rr.regs[i] = u64_at(q + 8 + 8 * i);
+		q += 32;
+		/* size, data[size], dyn_size; an empty dump is only the size, as perf reads it. */
+		rr.size = u64_at(q);
+		q += 8;
+		assert_int_equal(rr.size % 8, 0);
+		assert_true(rr.size <= D9_PERF_STACK_DUMP_MAX);
+		if (rr.size) {
+			rr.data = q;
+			q += rr.size;
+			rr.dyn_size = u64_at(q);
+			q += 8;
+			assert_true(rr.dyn_size <= rr.size && rr.dyn_size > rr.size - 8);
+		}
+		if (p->nraw < sizeof(p->raw) / sizeof(p->raw[0]))
+			p->raw[p->nraw++] = rr;
+	}
 	assert_true(u64_at(q) == D9_PERF_CGROUP_WORKER(0) || u64_at(q) == D9_PERF_CGROUP_WORKER(1));
 	q += 8;
 	assert_ptr_equal(q, r + size);
@@ -232,7 +273,8 @@ static const uint8_t *feature(const struct file *f, int feat, uint64_t *size)
 	return f->buf + sec[idx].offset;
 }
 
-static void check_header(const struct file *f)
+/* nev: the events the file declares, task-sample-raw only with raw stacks. */
+static void check_header(const struct file *f, int nev)
 {
 	const struct d9_perf_header *h = (const void *)f->buf;
 	const struct d9_perf_file_attr *fa;
@@ -244,7 +286,7 @@ static void check_header(const struct file *f)
 	assert_int_equal(h->size, 104);
 	assert_int_equal(h->attr_size, 144);
 	assert_int_equal(h->attrs.offset, 104);
-	assert_int_equal(h->attrs.size, D9_PERF_NR_EVENTS * 144);
+	assert_int_equal(h->attrs.size, (uint64_t)nev * 144);
 	assert_int_equal(h->data.offset % 8, 0);
 	assert_true(h->data.offset >= h->attrs.offset + h->attrs.size);
 	assert_int_equal(h->event_types.size, 0);
@@ -253,17 +295,30 @@ static void check_header(const struct file *f)
 	assert_memory_equal(h->features, bits, sizeof(bits));
 
 	fa = (const void *)(f->buf + h->attrs.offset);
-	for (int ev = 0; ev < D9_PERF_NR_EVENTS; ev++) {
+	for (int ev = 0; ev < nev; ev++) {
+		uint64_t type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+				PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+				PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW | PERF_SAMPLE_CGROUP;
 		struct perf_event_attr a = {};
 
 		memcpy(&a, fa[ev].attr, D9_PERF_ATTR_SIZE);
 		assert_int_equal(a.size, 128); /* perf 6.1 refuses larger */
 		assert_int_equal(a.type, PERF_TYPE_SOFTWARE);
 		assert_int_equal(a.config, PERF_COUNT_SW_BPF_OUTPUT);
-		assert_int_equal(a.sample_type,
-				 PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
-				     PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
-				     PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW | PERF_SAMPLE_CGROUP);
+		if (ev == D9_PERF_EV_SAMPLE_RAW) {
+			/* As perf record --call-graph dwarf: x86 BP|SP|IP, a user stack dump, no
+			 * user callchain from the "kernel". */
+			type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+			assert_int_equal(a.sample_regs_user, 0x1c0);
+			assert_int_equal(a.sample_stack_user, D9_PERF_STACK_DUMP_MAX);
+			assert_true(a.exclude_callchain_user);
+		} else {
+			assert_int_equal(a.sample_regs_user, 0);
+			assert_int_equal(a.sample_stack_user, 0);
+			assert_false(a.exclude_callchain_user);
+		}
+		assert_int_equal(a.sample_type, type);
+		assert_true(a.exclude_callchain_kernel);
 		assert_true(a.sample_id_all);
 		assert_true(a.use_clockid);
 		assert_int_equal(a.clockid, CLOCK_MONOTONIC);
@@ -271,28 +326,38 @@ static void check_header(const struct file *f)
 		assert_true(fa[ev].ids.offset + 8 <= h->data.offset);
 		assert_int_equal(u64_at(f->buf + fa[ev].ids.offset), D9_PERF_EVENT_ID(ev));
 	}
+	/* Slots reserved for events the file does not declare stay zero. */
+	for (int ev = nev; ev < D9_PERF_NR_EVENTS; ev++) {
+		static const uint8_t zeros[144];
+
+		assert_memory_equal(f->buf + h->attrs.offset + (uint64_t)ev * 144, zeros, 144);
+	}
 	/* Feature payloads lie after the table, inside the file. */
 	assert_true(h->data.offset + h->data.size + 11 * 16 <= f->len);
 }
 
-static void check_features(const struct file *f, uint64_t first, uint64_t last)
+static void check_features(const struct file *f, int nev, uint64_t first, uint64_t last)
 {
+	static const char *const names[] = {"task-sample", "task-idle-ns", "task-sample-raw"};
+	const struct d9_perf_header *h = (const void *)f->buf;
 	const uint8_t *p;
 	uint64_t size, off;
 
 	p = feature(f, D9_PERF_FEAT_EVENT_DESC, &size);
 	assert_non_null(p);
-	assert_int_equal(u32_at(p), D9_PERF_NR_EVENTS);
+	assert_int_equal(u32_at(p), nev);
 	assert_int_equal(u32_at(p + 4), 128);
 	off = 8;
-	for (int ev = 0; ev < D9_PERF_NR_EVENTS; ev++) {
+	for (int ev = 0; ev < nev; ev++) {
 		uint32_t slen;
 
+		/* The same attr as in the attrs section. */
+		assert_memory_equal(p + off, f->buf + h->attrs.offset + (uint64_t)ev * 144, 128);
 		off += 128;
 		assert_int_equal(u32_at(p + off), 1); /* one id */
 		slen = u32_at(p + off + 4);
 		assert_int_equal(slen % D9_PERF_NAME_ALIGN, 0);
-		assert_string_equal((const char *)p + off + 8, ev ? "task-idle-ns" : "task-sample");
+		assert_string_equal((const char *)p + off + 8, names[ev]);
 		off += 8 + slen;
 		assert_int_equal(u64_at(p + off), D9_PERF_EVENT_ID(ev));
 		off += 8;
@@ -368,9 +433,10 @@ static void test_synthetic_samples(void **state)
 	assert_int_equal(stat(tmp, &st), -1);
 
 	read_back(&f);
-	check_header(&f);
+	check_header(&f, 2); /* no raw stacks: no task-sample-raw */
 	walk_data(&f, &p);
 	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE], 4);
+	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE_RAW], 0);
 	assert_int_equal(p.samples[D9_PERF_EV_IDLE], 4);
 	assert_int_equal(p.period[D9_PERF_EV_SAMPLE], 4 + 4 + 7 + 4);
 	assert_int_equal(p.period[D9_PERF_EV_IDLE], 4000 + 4000 + 0 + 4000);
@@ -387,7 +453,144 @@ static void test_synthetic_samples(void **state)
 	assert_string_equal(p.cgroup_label[0], "/worker-0/tokio-runtime-w");
 	assert_string_equal(p.cgroup_label[1], "/worker-1/my-worker");
 	assert_int_equal(p.other, 0);
-	check_features(&f, 2 * STARTED_NS, 5 * STARTED_NS);
+	check_features(&f, 2, 2 * STARTED_NS, 5 * STARTED_NS);
+	cleanup(&f);
+}
+
+static struct raw_copy *make_raw(uint32_t tid, uint32_t len, uint8_t seed)
+{
+	struct raw_copy *r = malloc(sizeof(*r) + len);
+
+	assert_non_null(r);
+	r->tid = tid;
+	r->ip = 0x7f0000001234ULL + seed;
+	r->sp = 0x7ffd00001000ULL - 8 * seed;
+	r->bp = 0x7ffd00002000ULL + seed;
+	r->len = len;
+	for (uint32_t i = 0; i < len; i++)
+		r->data[i] = (uint8_t)(i * 7 + seed);
+	return r;
+}
+
+static void check_raw_rec(const struct raw_rec *rr, const struct raw_copy *raw, uint64_t period)
+{
+	uint32_t len = raw->len > D9_PERF_STACK_DUMP_MAX ? D9_PERF_STACK_DUMP_MAX : raw->len;
+
+	assert_int_equal(rr->tid, raw->tid);
+	assert_int_equal(rr->ip, raw->ip);
+	assert_int_equal(rr->period, period);
+	assert_int_equal(rr->nr, 0);
+	assert_int_equal(rr->abi, D9_PERF_REGS_ABI_64);
+	/* Ascending bit order of the mask 0x1c0: BP (6), SP (7), IP (8). */
+	assert_int_equal(rr->regs[0], raw->bp);
+	assert_int_equal(rr->regs[1], raw->sp);
+	assert_int_equal(rr->regs[2], raw->ip);
+	assert_int_equal(rr->size, (len + 7) & ~7u);
+	assert_true(rr->rec_size <= D9_PERF_MAX_RECORD);
+	if (!len) {
+		assert_null(rr->data);
+		return;
+	}
+	assert_int_equal(rr->dyn_size, len);
+	assert_memory_equal(rr->data, raw->data, len);
+	for (uint64_t i = len; i < rr->size; i++)
+		assert_int_equal(rr->data[i], 0);
+}
+
+/* --unwind dwarf: samples with a raw stack are written a third time, as task-sample-raw. */
+static void test_raw_stacks(void **state)
+{
+	struct task_frame frames[D9_MAX_STACK_DEPTH];
+	struct run_context rc = {.started_ns = STARTED_NS, .realtime_offset_ns = RT_OFFSET_NS};
+	struct raw_copy *odd = make_raw(4001, 4093, 1);	  /* not a multiple of 8: padded */
+	struct raw_copy *empty = make_raw(4002, 0, 2);	  /* nothing copied: size 0 alone */
+	struct raw_copy *huge = make_raw(4001, 70000, 3); /* over the cap: the sp end kept */
+	struct task_sample s;
+	struct writer w = {};
+	struct parsed p;
+	struct file f = {};
+
+	(void)state;
+	make_dir(&f);
+	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	fill_sample(&s, frames, 3, 4001, 0, 2 * STARTED_NS);
+	s.raw = odd;
+	assert_int_equal(w.sample(&w, &s), 0);
+	fill_sample(&s, frames, 2, 4002, 1, 3 * STARTED_NS); /* no raw copy: no raw record */
+	assert_int_equal(w.sample(&w, &s), 0);
+	fill_sample(&s, frames, 1, 4002, 1, 4 * STARTED_NS);
+	s.raw = empty;
+	s.weight_count = 9;
+	assert_int_equal(w.sample(&w, &s), 0);
+	/* The deepest chain on task-sample and the largest dump on task-sample-raw. */
+	fill_sample(&s, frames, D9_MAX_STACK_DEPTH, 4001, 0, 5 * STARTED_NS);
+	s.raw = huge;
+	s.weight_count = 11;
+	assert_int_equal(w.sample(&w, &s), 0);
+	assert_int_equal(w.finish(&w, &rc), 0);
+
+	read_back(&f);
+	check_header(&f, 3);
+	walk_data(&f, &p);
+	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE], 4);
+	assert_int_equal(p.samples[D9_PERF_EV_IDLE], 4);
+	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE_RAW], 3);
+	assert_int_equal(p.period[D9_PERF_EV_SAMPLE], 4 + 4 + 9 + 11);
+	assert_int_equal(p.period[D9_PERF_EV_SAMPLE_RAW], 4 + 9 + 11);
+	assert_int_equal(p.nraw, 3);
+	check_raw_rec(&p.raw[0], odd, 4);
+	assert_int_equal(p.raw[0].size, 4096);
+	check_raw_rec(&p.raw[1], empty, 9);
+	check_raw_rec(&p.raw[2], huge, 11);
+	assert_int_equal(p.raw[2].size, D9_PERF_STACK_DUMP_MAX);
+	assert_true(p.max_rec_size <= D9_PERF_MAX_RECORD);
+	assert_int_equal(p.other, 0);
+	check_features(&f, 3, 2 * STARTED_NS, 5 * STARTED_NS);
+	cleanup(&f);
+	free(odd);
+	free(empty);
+	free(huge);
+}
+
+/* Inlined calls (dwarf mode expands them) share the address of the physical frame after them:
+ * the callchain holds physical frames only, perf expands inlines itself. */
+static void test_inlined_frames_skipped(void **state)
+{
+	struct task_frame frames[4];
+	struct run_context rc = {.started_ns = STARTED_NS};
+	const struct d9_perf_header *h;
+	struct task_sample s;
+	struct writer w = {};
+	struct parsed p;
+	struct file f = {};
+	const uint8_t *r;
+
+	(void)state;
+	make_dir(&f);
+	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	fill_sample(&s, frames, 4, 4001, 0, STARTED_NS);
+	frames[0].inlined = true; /* inlined into frames[1], at its address */
+	frames[1].addr = frames[0].addr;
+	frames[2].inlined = true; /* inlined into frames[3] */
+	frames[2].addr = frames[3].addr;
+	assert_int_equal(w.sample(&w, &s), 0);
+	assert_int_equal(w.finish(&w, &rc), 0);
+	read_back(&f);
+	check_header(&f, 2);
+	walk_data(&f, &p);
+	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE], 1);
+	/* The first sample is task-sample: IDENTIFIER IP TID TIME CPU PERIOD, then the chain. */
+	h = (const void *)f.buf;
+	r = f.buf + h->data.offset;
+	while (u32_at(r) != PERF_RECORD_SAMPLE)
+		r += ((const struct perf_event_header *)r)->size;
+	r += sizeof(struct perf_event_header);
+	assert_int_equal(u64_at(r), D9_PERF_EVENT_ID(D9_PERF_EV_SAMPLE));
+	assert_int_equal(u64_at(r + 8), 0x400000);
+	assert_int_equal(u64_at(r + 48), 3);
+	assert_int_equal(u64_at(r + 56), PERF_CONTEXT_USER);
+	assert_int_equal(u64_at(r + 64), 0x400000);
+	assert_int_equal(u64_at(r + 72), 0x400030);
 	cleanup(&f);
 }
 
@@ -514,7 +717,7 @@ static void test_no_samples(void **state)
 	assert_int_equal(perf_writer_open(f.dir, &w), 0);
 	assert_int_equal(w.finish(&w, &rc), 0);
 	read_back(&f);
-	check_header(&f);
+	check_header(&f, 2);
 	h = (const void *)f.buf;
 	assert_int_equal(h->data.size, 8);
 	assert_int_equal(u32_at(f.buf + h->data.offset), D9_PERF_RECORD_FINISHED_ROUND);
@@ -535,8 +738,12 @@ static void test_unwritable_dir(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_synthetic_samples), cmocka_unit_test(test_own_maps_and_build_id),
-	    cmocka_unit_test(test_abort_removes),     cmocka_unit_test(test_no_samples),
+	    cmocka_unit_test(test_synthetic_samples),
+	    cmocka_unit_test(test_raw_stacks),
+	    cmocka_unit_test(test_inlined_frames_skipped),
+	    cmocka_unit_test(test_own_maps_and_build_id),
+	    cmocka_unit_test(test_abort_removes),
+	    cmocka_unit_test(test_no_samples),
 	    cmocka_unit_test(test_unwritable_dir),
 	};
 

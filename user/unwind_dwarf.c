@@ -1,0 +1,1046 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <dwarf.h>
+#include <gelf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include "demangle.h"
+#include "proc_maps.h"
+#include "unwind_dwarf.h"
+
+/* x86-64 DWARF register numbers (psABI figure 3.36). */
+#define DWARF_REG_RBP 6
+#define DWARF_REG_RSP 7
+
+/*
+ * Reads past the captured bytes but below this far above sp count as a truncated capture when
+ * the maps do not say where the stack ends (a thread created after the last maps read). The
+ * default main-thread stack limit; Tokio workers get 2 MiB.
+ */
+#define STACK_WINDOW_FALLBACK (8ull << 20)
+
+/* One executable file mapping and the module reported for it. */
+struct module_rec {
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+	uint64_t start, pgoff; /* of the executable mapping */
+	bool is_vdso;
+	uint64_t bias;
+	Dwfl_Module *mod; /* NULL: not ELF or unreadable, remembered so it is not retried */
+};
+
+struct pc_slot {
+	uint64_t pc;	/* the looked-up address (pc - 1 for return addresses) */
+	uint32_t first; /* index into frames */
+	uint32_t n;	/* frames at pc; UINT32_MAX marks an empty slot */
+};
+
+struct unwinder {
+	int pid;
+	Dwfl *dwfl;
+	Elf *arch_elf; /* an ELF header saying x86-64, for dwfl_attach_state */
+	Elf64_Ehdr arch_ehdr;
+	unsigned int generation;
+	struct module_rec *mods;
+	size_t nmods;
+	struct proc_map *maps;
+	size_t nmaps;
+	uint64_t last_refresh_ns;
+
+	/* The sample being unwound, for the libdwfl callbacks. */
+	const struct unwind_regs *regs;
+	const uint8_t *stack;
+	size_t stack_len;
+	uint64_t stack_limit;
+	/* What the memory reads of the frame being unwound ran into. */
+	bool step_truncated, step_bad;
+
+	/* Interned names: open addressing, NULL = empty. */
+	char **names;
+	size_t names_cap, names_n;
+	/* pc -> inline frames cache; cleared when the modules change. */
+	struct pc_slot *slots;
+	size_t slots_cap, slots_n;
+	struct inline_frame *frames;
+	size_t frames_n, frames_cap;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Every module is reported with an open fd, so libdwfl never has to look a file up. */
+static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			 char **file_name, Elf **elfp)
+{
+	(void)mod;
+	(void)userdata;
+	(void)modname;
+	(void)base;
+	*file_name = NULL;
+	*elfp = NULL;
+	return -1;
+}
+
+static char *debuginfo_path;
+
+static const Dwfl_Callbacks dwfl_callbacks = {
+    .find_elf = find_elf_none,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* ---- libdwfl thread callbacks: one thread, whose state is the sample being unwound ---- */
+
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	if (*thread_argp)
+		return 0;
+	*thread_argp = arg;
+	return dwfl_pid(dwfl);
+}
+
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+/*
+ * Reads an address that is not on the captured stack from the file behind it, which only
+ * gives what the process sees for segments it cannot have written: read-only PT_LOADs.
+ */
+static bool read_file_word(Dwfl *dwfl, uint64_t addr, Dwarf_Word *out)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(dwfl, addr);
+	GElf_Addr bias;
+	size_t phnum, size;
+	Elf *elf;
+
+	if (!mod)
+		return false;
+	elf = dwfl_module_getelf(mod, &bias);
+	if (!elf || elf_getphdrnum(elf, &phnum) != 0)
+		return false;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr mem, *ph = gelf_getphdr(elf, (int)i, &mem);
+		uint64_t vaddr = addr - bias;
+
+		if (!ph || ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+			continue;
+		if (vaddr < ph->p_vaddr || ph->p_filesz < sizeof(*out) ||
+		    vaddr - ph->p_vaddr > ph->p_filesz - sizeof(*out))
+			continue;
+		const char *raw = elf_rawfile(elf, &size);
+		uint64_t off = ph->p_offset + (vaddr - ph->p_vaddr);
+
+		if (!raw || off > size || size - off < sizeof(*out))
+			return false;
+		memcpy(out, raw + off, sizeof(*out));
+		return true;
+	}
+	return false;
+}
+
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct unwinder *u = arg;
+	uint64_t sp = u->regs->sp;
+
+	if (addr >= sp && addr - sp <= u->stack_len &&
+	    u->stack_len - (addr - sp) >= sizeof(*result)) {
+		memcpy(result, u->stack + (addr - sp), sizeof(*result));
+		return true;
+	}
+	if (read_file_word(dwfl, addr, result))
+		return true;
+	/*
+	 * libdwfl does not say which register a failed read was for, and treats an unreadable
+	 * return address as the end of the stack, so remember why reads failed to tell a
+	 * truncated capture from a complete walk.
+	 */
+	if (addr >= sp && addr < u->stack_limit)
+		u->step_truncated = true;
+	else
+		u->step_bad = true;
+	return false;
+}
+
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct unwinder *u = arg;
+	Dwarf_Word regs[2] = {u->regs->bp, u->regs->sp}; /* DWARF 6, 7 */
+
+	/*
+	 * Only rsp (for the CFA), rbp (the CFA of frame-pointer functions) and rip are needed:
+	 * registers left unset are "unknown", and x86-64 CFI does not compute a CFA from others.
+	 */
+	if (!dwfl_thread_state_registers(thread, DWARF_REG_RBP, 2, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, u->regs->ip);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+    .next_thread = cb_next_thread,
+    .get_thread = cb_get_thread,
+    .memory_read = cb_memory_read,
+    .set_initial_registers = cb_set_initial_registers,
+};
+
+/* ---- Module reporting ---- */
+
+/* The kernel's vDSO, the same image in every x86-64 process: report our own copy. */
+static int vdso_memfd(void)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Phdr *ph;
+	uint64_t size;
+	int fd;
+
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+		return -ENOENT;
+	size = eh->e_shoff + (uint64_t)eh->e_shnum * eh->e_shentsize;
+	ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+	for (unsigned int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset + ph[i].p_filesz > size)
+			size = ph[i].p_offset + ph[i].p_filesz;
+	if (size > (1u << 20))
+		return -EINVAL;
+	fd = memfd_create("dial9-vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, eh, size) != (ssize_t)size) {
+		int err = errno ? -errno : -EIO;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static bool map_is_vdso(const struct proc_map *m)
+{
+	return m->path && strcmp(m->path, "[vdso]") == 0;
+}
+
+static bool map_wanted(const struct proc_map *m)
+{
+	return m->perms[2] == 'x' && (proc_map_is_file(m) || map_is_vdso(m));
+}
+
+static bool rec_matches(const struct module_rec *r, const struct proc_map *m)
+{
+	if (r->start != m->start || r->pgoff != m->pgoff)
+		return false;
+	if (r->is_vdso || map_is_vdso(m))
+		return r->is_vdso && map_is_vdso(m);
+	return r->inode == m->inode && r->dev_major == m->dev_major && r->dev_minor == m->dev_minor;
+}
+
+static bool same_file(const struct module_rec *a, const struct module_rec *b)
+{
+	if (a->is_vdso || b->is_vdso)
+		return a->is_vdso && b->is_vdso;
+	return a->inode == b->inode && a->dev_major == b->dev_major && a->dev_minor == b->dev_minor;
+}
+
+/*
+ * The load bias of the ELF file mapped by executable mapping m: runtime address - p_vaddr. The
+ * mapping's file offset falls into one PT_LOAD (rounded down to a page by mmap).
+ */
+static int elf_bias(Elf *elf, const struct proc_map *m, uint64_t *bias)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	GElf_Ehdr eh;
+	size_t phnum;
+
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh))
+		return -ENOEXEC;
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
+	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
+		return -ENOEXEC;
+	if (elf_getphdrnum(elf, &phnum) != 0)
+		return -ENOEXEC;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr mem, *ph = gelf_getphdr(elf, (int)i, &mem);
+
+		if (!ph || ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		if (m->pgoff < (ph->p_offset & ~(page - 1)) ||
+		    m->pgoff >= ph->p_offset + ph->p_filesz)
+			continue;
+		*bias = m->start - m->pgoff + ph->p_offset - ph->p_vaddr;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/*
+ * Reports the file behind executable mapping m to dwfl and fills rec. A file already reported
+ * at the same bias (several executable mappings of one file) shares its module.
+ */
+static int report_mapping(struct unwinder *u, Dwfl *dwfl, const struct proc_map *m,
+			  const struct module_rec *done, size_t ndone, struct module_rec *rec)
+{
+	const char *name = m->path;
+	Dwfl_Module *mod;
+	Elf *elf;
+	int fd, err;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->dev_major = m->dev_major;
+	rec->dev_minor = m->dev_minor;
+	rec->inode = m->inode;
+	rec->start = m->start;
+	rec->pgoff = m->pgoff;
+	rec->is_vdso = map_is_vdso(m);
+
+	fd = rec->is_vdso ? vdso_memfd() : proc_open_mapped_file(u->pid, m);
+	if (fd < 0)
+		return fd;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	err = elf_bias(elf, m, &rec->bias);
+	elf_end(elf);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	for (size_t i = 0; i < ndone; i++) {
+		if (done[i].mod && same_file(&done[i], rec) && done[i].bias == rec->bias) {
+			rec->mod = done[i].mod;
+			close(fd);
+			return 0;
+		}
+	}
+	/* Consumes fd on success. */
+	mod = dwfl_report_elf(dwfl, name, m->path, fd, rec->bias, true);
+	if (!mod) {
+		close(fd);
+		return -EINVAL;
+	}
+	rec->mod = mod;
+	return 0;
+}
+
+static void pc_cache_clear(struct unwinder *u)
+{
+	for (size_t i = 0; i < u->slots_cap; i++)
+		u->slots[i].n = UINT32_MAX;
+	u->slots_n = 0;
+	u->frames_n = 0;
+}
+
+/*
+ * Brings the modules in line with the maps. New executable mappings are added to the current
+ * Dwfl, keeping everything parsed so far; a module that went away or moved means a new Dwfl
+ * (libdwfl has no way to drop one module), which is rare: dlclose().
+ */
+static int refresh(struct unwinder *u, bool force, bool *changed)
+{
+	struct module_rec *recs = NULL;
+	struct proc_map *maps;
+	size_t nmaps, nrecs = 0, nwanted = 0;
+	bool rebuild = !u->dwfl, added = false;
+	uint64_t now = now_ns();
+	Dwfl *dwfl;
+	int err;
+
+	*changed = false;
+	if (!force && u->dwfl && now - u->last_refresh_ns < UNWINDER_REFRESH_MS * 1000000ull)
+		return 0;
+	u->last_refresh_ns = now;
+	err = proc_maps_read(u->pid, &maps, &nmaps);
+	if (err)
+		return err;
+
+	for (size_t i = 0; i < nmaps; i++)
+		nwanted += map_wanted(&maps[i]);
+	recs = calloc(nwanted ? nwanted : 1, sizeof(*recs));
+	if (!recs) {
+		proc_maps_free(maps, nmaps);
+		return -ENOMEM;
+	}
+
+	/* Which known modules are still mapped where they were. */
+	for (size_t j = 0; j < u->nmods && !rebuild; j++) {
+		bool found = false;
+
+		for (size_t i = 0; i < nmaps && !found; i++)
+			found = map_wanted(&maps[i]) && rec_matches(&u->mods[j], &maps[i]);
+		if (!found && u->mods[j].mod)
+			rebuild = true;
+	}
+
+	if (rebuild) {
+		dwfl = dwfl_begin(&dwfl_callbacks);
+		if (!dwfl) {
+			err = -ENOMEM;
+			goto out;
+		}
+		dwfl_report_begin(dwfl);
+	} else {
+		dwfl = u->dwfl;
+		dwfl_report_begin_add(dwfl);
+	}
+
+	for (size_t i = 0; i < nmaps; i++) {
+		const struct module_rec *old = NULL;
+
+		if (!map_wanted(&maps[i]))
+			continue;
+		for (size_t j = 0; j < u->nmods && !rebuild && !old; j++)
+			if (rec_matches(&u->mods[j], &maps[i]))
+				old = &u->mods[j];
+		if (old) {
+			recs[nrecs++] = *old;
+			continue;
+		}
+		/* Files that fail are kept as records without a module, so not retried. */
+		report_mapping(u, dwfl, &maps[i], recs, nrecs, &recs[nrecs]);
+		added |= recs[nrecs].mod != NULL;
+		nrecs++;
+	}
+
+	if (dwfl_report_end(dwfl, NULL, NULL) != 0) {
+		err = -EINVAL;
+		if (rebuild)
+			dwfl_end(dwfl);
+		goto out;
+	}
+	if (rebuild) {
+		if (!dwfl_attach_state(dwfl, u->arch_elf, u->pid, &thread_callbacks, u)) {
+			dwfl_end(dwfl);
+			err = -EINVAL;
+			goto out;
+		}
+		dwfl_end(u->dwfl);
+		u->dwfl = dwfl;
+		u->generation++;
+	}
+	*changed = rebuild || added;
+	if (*changed)
+		pc_cache_clear(u);
+	free(u->mods);
+	u->mods = recs;
+	u->nmods = nrecs;
+	recs = NULL;
+	proc_maps_free(u->maps, u->nmaps);
+	u->maps = maps;
+	u->nmaps = nmaps;
+	maps = NULL;
+	err = 0;
+out:
+	free(recs);
+	if (maps)
+		proc_maps_free(maps, nmaps);
+	return err;
+}
+
+int unwinder_refresh(struct unwinder *u)
+{
+	bool changed;
+
+	if (!u)
+		return -EINVAL;
+	return refresh(u, true, &changed);
+}
+
+struct unwinder *unwinder_new(int pid)
+{
+	struct unwinder *u;
+	int err;
+
+	if (pid <= 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	elf_version(EV_CURRENT);
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	u->pid = pid;
+	memcpy(u->arch_ehdr.e_ident, ELFMAG, SELFMAG);
+	u->arch_ehdr.e_ident[EI_CLASS] = ELFCLASS64;
+	u->arch_ehdr.e_ident[EI_DATA] = ELFDATA2LSB;
+	u->arch_ehdr.e_ident[EI_VERSION] = EV_CURRENT;
+	u->arch_ehdr.e_type = ET_EXEC;
+	u->arch_ehdr.e_machine = EM_X86_64;
+	u->arch_ehdr.e_version = EV_CURRENT;
+	u->arch_ehdr.e_ehsize = sizeof(Elf64_Ehdr);
+	/*
+	 * Passing our own ELF to dwfl_attach_state makes the Dwfl own its backend; with NULL it
+	 * borrows one module's, which would dangle once that module is gone.
+	 */
+	u->arch_elf = elf_memory((char *)&u->arch_ehdr, sizeof(u->arch_ehdr));
+	if (!u->arch_elf) {
+		free(u);
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = unwinder_refresh(u);
+	if (err) {
+		unwinder_free(u);
+		errno = -err;
+		return NULL;
+	}
+	return u;
+}
+
+void unwinder_free(struct unwinder *u)
+{
+	if (!u)
+		return;
+	if (u->dwfl)
+		dwfl_end(u->dwfl);
+	elf_end(u->arch_elf);
+	free(u->mods);
+	proc_maps_free(u->maps, u->nmaps);
+	for (size_t i = 0; i < u->names_cap; i++)
+		free(u->names[i]);
+	free(u->names);
+	free(u->slots);
+	free(u->frames);
+	free(u);
+}
+
+size_t unwinder_nmodules(const struct unwinder *u)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; u && i < u->nmods; i++) {
+		bool dup = false;
+
+		if (!u->mods[i].mod)
+			continue;
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = u->mods[j].mod == u->mods[i].mod;
+		n += !dup;
+	}
+	return n;
+}
+
+unsigned int unwinder_generation(const struct unwinder *u)
+{
+	return u ? u->generation : 0;
+}
+
+/* ---- Unwinding ---- */
+
+struct walk {
+	struct unwinder *u;
+	uint64_t *pcs;
+	size_t max, n;
+	uint64_t prev_sp;
+	bool max_hit, sp_backwards, pc_failed, unknown_pc;
+};
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+	Dwarf_Word sp;
+	bool have_sp;
+
+	if (!dwfl_frame_pc(state, &pc, NULL)) {
+		w->pc_failed = true;
+		return DWARF_CB_ABORT;
+	}
+	if (w->n == w->max) {
+		w->max_hit = true;
+		return DWARF_CB_ABORT;
+	}
+	/* Every call pushes a return address, so a caller's sp is above its callee's. */
+	have_sp = dwfl_frame_reg(state, DWARF_REG_RSP, &sp) == 0;
+	if (w->n > 0 && have_sp && sp <= w->prev_sp) {
+		w->sp_backwards = true;
+		return DWARF_CB_ABORT;
+	}
+	if (have_sp)
+		w->prev_sp = sp;
+	if (!dwfl_addrmodule(w->u->dwfl, w->n ? pc - 1 : pc))
+		w->unknown_pc = true;
+	w->pcs[w->n++] = pc;
+	/* The reads libdwfl makes after this unwind the frame just recorded. */
+	w->u->step_truncated = false;
+	w->u->step_bad = false;
+	return DWARF_CB_OK;
+}
+
+static bool has_cfi(Dwfl_Module *mod, uint64_t pc)
+{
+	Dwarf_CFI *cfi[2];
+	Dwarf_Addr bias[2];
+
+	cfi[0] = dwfl_module_eh_cfi(mod, &bias[0]);
+	cfi[1] = dwfl_module_dwarf_cfi(mod, &bias[1]);
+	for (int i = 0; i < 2; i++) {
+		Dwarf_Frame *frame;
+
+		if (cfi[i] && dwarf_cfi_addrframe(cfi[i], pc - bias[i], &frame) == 0) {
+			free(frame);
+			return true;
+		}
+	}
+	return false;
+}
+
+static enum unwind_stop classify(struct unwinder *u, const struct walk *w, int ret)
+{
+	uint64_t pc;
+	Dwfl_Module *mod;
+
+	if (w->max_hit)
+		return UNWIND_MAX_FRAMES;
+	if (w->sp_backwards)
+		return UNWIND_BAD_MEMORY;
+	if (w->pc_failed || w->n == 0)
+		return UNWIND_ERROR;
+	/* Checked before ret == 0: an unreadable return address ends the walk "normally". */
+	if (u->step_truncated)
+		return UNWIND_TRUNCATED_STACK;
+	if (ret == 0)
+		return u->step_bad ? UNWIND_BAD_MEMORY : UNWIND_OK;
+
+	pc = w->pcs[w->n - 1];
+	if (w->n > 1)
+		pc--;
+	mod = dwfl_addrmodule(u->dwfl, pc);
+	if (!mod)
+		return UNWIND_UNKNOWN_PC;
+	if (!has_cfi(mod, pc))
+		return UNWIND_NO_CFI;
+	return u->step_bad ? UNWIND_BAD_MEMORY : UNWIND_ERROR;
+}
+
+static int walk_once(struct unwinder *u, struct walk *w)
+{
+	memset(&w->n, 0, sizeof(*w) - offsetof(struct walk, n));
+	u->step_truncated = false;
+	u->step_bad = false;
+	return dwfl_getthread_frames(u->dwfl, u->pid, frame_cb, w);
+}
+
+int unwinder_unwind(struct unwinder *u, const struct unwind_regs *regs, const uint8_t *stack,
+		    size_t stack_len, uint64_t *pcs, size_t max_pcs, size_t *npcs,
+		    enum unwind_stop *stop)
+{
+	struct walk w = {.u = u, .pcs = pcs, .max = max_pcs};
+	const struct proc_map *sm;
+	bool changed = false;
+	int ret;
+
+	if (!u || !regs || (!stack && stack_len) || !pcs || !max_pcs || !npcs || !stop)
+		return -EINVAL;
+	*npcs = 0;
+	*stop = UNWIND_ERROR;
+	if (!u->dwfl)
+		return -EINVAL;
+	if (regs->sp + stack_len < regs->sp)
+		stack_len = UINT64_MAX - regs->sp;
+
+	u->regs = regs;
+	u->stack = stack;
+	u->stack_len = stack_len;
+	sm = proc_maps_find(u->maps, u->nmaps, regs->sp);
+	if (sm && !sm->path) /* anonymous: a thread stack */
+		u->stack_limit = sm->end;
+	else if (sm && strcmp(sm->path, "[stack]") == 0)
+		u->stack_limit = sm->end;
+	else
+		u->stack_limit = regs->sp + STACK_WINDOW_FALLBACK < regs->sp
+				     ? UINT64_MAX
+				     : regs->sp + STACK_WINDOW_FALLBACK;
+
+	ret = walk_once(u, &w);
+	/* A pc in no module may be in a library mapped since the last maps read. */
+	if (w.unknown_pc && refresh(u, false, &changed) == 0 && changed)
+		ret = walk_once(u, &w);
+
+	*npcs = w.n;
+	*stop = classify(u, &w, ret);
+	u->regs = NULL;
+	u->stack = NULL;
+	return 0;
+}
+
+const char *unwind_stop_name(enum unwind_stop stop)
+{
+	switch (stop) {
+	case UNWIND_OK:
+		return "ok";
+	case UNWIND_TRUNCATED_STACK:
+		return "truncated-stack";
+	case UNWIND_NO_CFI:
+		return "no-cfi";
+	case UNWIND_UNKNOWN_PC:
+		return "unknown-pc";
+	case UNWIND_BAD_MEMORY:
+		return "bad-memory";
+	case UNWIND_MAX_FRAMES:
+		return "max-frames";
+	case UNWIND_ERROR:
+		return "error";
+	}
+	return "unknown";
+}
+
+/* ---- Inline frames ---- */
+
+static uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* Takes ownership of s; returns the interned copy, or NULL (s freed) on ENOMEM. */
+static const char *intern(struct unwinder *u, char *s)
+{
+	size_t mask, i;
+
+	if ((u->names_n + 1) * 2 > u->names_cap) {
+		size_t cap = u->names_cap ? u->names_cap * 2 : 256;
+		char **names = calloc(cap, sizeof(*names));
+
+		if (!names) {
+			free(s);
+			return NULL;
+		}
+		for (size_t j = 0; j < u->names_cap; j++) {
+			if (!u->names[j])
+				continue;
+			for (i = hash_str(u->names[j]) & (cap - 1); names[i];
+			     i = (i + 1) & (cap - 1))
+				;
+			names[i] = u->names[j];
+		}
+		free(u->names);
+		u->names = names;
+		u->names_cap = cap;
+	}
+	mask = u->names_cap - 1;
+	for (i = hash_str(s) & mask; u->names[i]; i = (i + 1) & mask) {
+		if (strcmp(u->names[i], s) == 0) {
+			free(s);
+			return u->names[i];
+		}
+	}
+	u->names[i] = s;
+	u->names_n++;
+	return s;
+}
+
+static struct pc_slot *slot_find(struct unwinder *u, uint64_t pc)
+{
+	size_t mask = u->slots_cap - 1;
+
+	if (!u->slots_cap)
+		return NULL;
+	for (size_t i = hash64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
+		if (u->slots[i].pc == pc)
+			return &u->slots[i];
+	return NULL;
+}
+
+static int slot_add(struct unwinder *u, uint64_t pc, uint32_t first, uint32_t n)
+{
+	size_t mask, i;
+
+	if ((u->slots_n + 1) * 2 > u->slots_cap) {
+		size_t cap = u->slots_cap ? u->slots_cap * 2 : 1024;
+		struct pc_slot *slots = malloc(cap * sizeof(*slots));
+
+		if (!slots)
+			return -ENOMEM;
+		for (size_t j = 0; j < cap; j++)
+			slots[j].n = UINT32_MAX;
+		for (size_t j = 0; j < u->slots_cap; j++) {
+			if (u->slots[j].n == UINT32_MAX)
+				continue;
+			for (i = hash64(u->slots[j].pc) & (cap - 1); slots[i].n != UINT32_MAX;
+			     i = (i + 1) & (cap - 1))
+				;
+			slots[i] = u->slots[j];
+		}
+		free(u->slots);
+		u->slots = slots;
+		u->slots_cap = cap;
+	}
+	mask = u->slots_cap - 1;
+	for (i = hash64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
+		;
+	u->slots[i] = (struct pc_slot){.pc = pc, .first = first, .n = n};
+	u->slots_n++;
+	return 0;
+}
+
+static int push_frame(struct unwinder *u, const char *name, bool inlined)
+{
+	if (u->frames_n == u->frames_cap) {
+		size_t cap = u->frames_cap ? u->frames_cap * 2 : 256;
+		struct inline_frame *f = realloc(u->frames, cap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		u->frames = f;
+		u->frames_cap = cap;
+	}
+	u->frames[u->frames_n++] = (struct inline_frame){.name = name, .inlined = inlined};
+	return 0;
+}
+
+static bool is_c_family(Dwarf_Die *die)
+{
+	Dwarf_Die cu;
+
+	switch (dwarf_diecu(die, &cu, NULL, NULL) ? dwarf_srclang(&cu) : -1) {
+	case DW_LANG_C89:
+	case DW_LANG_C:
+	case DW_LANG_C99:
+	case DW_LANG_C11:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * "a::b::name" from the namespaces, types and functions enclosing the declaration of die, for
+ * DWARF without linkage names (line-tables-only builds).
+ */
+static char *qualified_name(Dwarf_Die *die, const char *name)
+{
+	Dwarf_Die decl = *die, *scopes = NULL;
+	Dwarf_Attribute attr;
+	size_t len = strlen(name) + 1;
+	char *out;
+	int n;
+
+	/* The declaration sits in the namespace; instances and definitions point to it. */
+	for (int hops = 0; hops < 8; hops++) {
+		Dwarf_Die next;
+
+		if (!dwarf_attr(&decl, DW_AT_abstract_origin, &attr) &&
+		    !dwarf_attr(&decl, DW_AT_specification, &attr))
+			break;
+		if (!dwarf_formref_die(&attr, &next))
+			break;
+		decl = next;
+	}
+	if (is_c_family(&decl))
+		return strdup(name);
+	n = dwarf_getscopes_die(&decl, &scopes);
+	for (int i = n - 1; i >= 1; i--) {
+		const char *s = dwarf_diename(&scopes[i]);
+
+		switch (dwarf_tag(&scopes[i])) {
+		case DW_TAG_namespace:
+		case DW_TAG_structure_type:
+		case DW_TAG_class_type:
+		case DW_TAG_union_type:
+		case DW_TAG_enumeration_type:
+		case DW_TAG_subprogram:
+			if (s)
+				len += strlen(s) + 2;
+			break;
+		default:
+			break;
+		}
+	}
+	out = malloc(len);
+	if (!out) {
+		free(scopes);
+		return NULL;
+	}
+	out[0] = '\0';
+	for (int i = n - 1; i >= 1; i--) {
+		const char *s = dwarf_diename(&scopes[i]);
+		int tag = dwarf_tag(&scopes[i]);
+
+		if (s && (tag == DW_TAG_namespace || tag == DW_TAG_structure_type ||
+			  tag == DW_TAG_class_type || tag == DW_TAG_union_type ||
+			  tag == DW_TAG_enumeration_type || tag == DW_TAG_subprogram)) {
+			strcat(out, s);
+			strcat(out, "::");
+		}
+	}
+	strcat(out, name);
+	free(scopes);
+	return out;
+}
+
+/* The demangled name of a subprogram or inlined subroutine, or NULL if it has none. */
+static const char *die_function_name(struct unwinder *u, Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *s;
+	char *name;
+
+	s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+	if (!s)
+		s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+	if (s) {
+		name = demangle(s);
+	} else {
+		s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+		if (!s)
+			return NULL;
+		name = qualified_name(die, s);
+	}
+	return name ? intern(u, name) : NULL;
+}
+
+#define SCOPE_DEPTH_MAX 64
+
+/* The chain of functions containing a pc, outermost first. */
+struct scope_path {
+	Dwarf_Die dies[SCOPE_DEPTH_MAX];
+	int n;
+};
+
+/*
+ * Finds the subprogram, inlined subroutines and lexical blocks under parent that contain pc,
+ * recording the functions. dwarf_getscopes() would do, but it does not look inside DIEs
+ * without addresses, and Rust (LLVM) nests function definitions in DW_TAG_namespace ones.
+ * Returns whether pc was found.
+ */
+static bool find_pc(Dwarf_Die *parent, Dwarf_Addr pc, struct scope_path *p, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth >= SCOPE_DEPTH_MAX || dwarf_child(parent, &child) != 0)
+		return false;
+	do {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_lexical_block:
+			if (dwarf_haspc(&child, pc) <= 0)
+				break;
+			if (dwarf_tag(&child) != DW_TAG_lexical_block && p->n < SCOPE_DEPTH_MAX)
+				p->dies[p->n++] = child;
+			find_pc(&child, pc, p, depth + 1);
+			return true;
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+			if (find_pc(&child, pc, p, depth + 1))
+				return true;
+			break;
+		default:
+			break;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+/* Looks pc up in the DWARF and appends its frames to u->frames. */
+static int compute_inline(struct unwinder *u, Dwfl_Module *mod, uint64_t pc)
+{
+	struct scope_path *path;
+	Dwarf_Addr bias;
+	Dwarf_Die *cu;
+	int err = 0;
+
+	cu = dwfl_module_addrdie(mod, pc, &bias);
+	if (!cu)
+		return 0;
+	path = malloc(sizeof(*path));
+	if (!path)
+		return -ENOMEM;
+	path->n = 0;
+	find_pc(cu, pc - bias, path, 0);
+	for (int i = path->n - 1; i >= 0; i--) {
+		Dwarf_Die *die = &path->dies[i];
+		bool inlined = dwarf_tag(die) == DW_TAG_inlined_subroutine;
+		const char *name = die_function_name(u, die);
+
+		if (!name)
+			name = intern(u, strdup("??"));
+		if (!name) {
+			err = -ENOMEM;
+			break;
+		}
+		err = push_frame(u, name, inlined);
+		/* A function nested in another is not inlined into it: stop at the first. */
+		if (err || !inlined)
+			break;
+	}
+	free(path);
+	return err;
+}
+
+int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_address,
+			   struct inline_frame *out, size_t max, size_t *n)
+{
+	struct pc_slot *slot;
+	Dwfl_Module *mod;
+	size_t first;
+	bool changed;
+	int err;
+
+	if (!u || !n || (!out && max))
+		return -EINVAL;
+	*n = 0;
+	if (!u->dwfl)
+		return -EINVAL;
+	if (is_return_address)
+		pc--;
+
+	slot = slot_find(u, pc);
+	if (!slot) {
+		mod = dwfl_addrmodule(u->dwfl, pc);
+		if (!mod && refresh(u, false, &changed) == 0 && changed)
+			mod = dwfl_addrmodule(u->dwfl, pc);
+		if (!mod)
+			return 0;
+		first = u->frames_n;
+		err = compute_inline(u, mod, pc);
+		if (err) {
+			u->frames_n = first;
+			return err;
+		}
+		err = slot_add(u, pc, (uint32_t)first, (uint32_t)(u->frames_n - first));
+		if (err) {
+			u->frames_n = first;
+			return err;
+		}
+		slot = slot_find(u, pc);
+	}
+	*n = slot->n < max ? slot->n : max;
+	memcpy(out, u->frames + slot->first, *n * sizeof(*out));
+	return slot->n > max ? -ENOSPC : 0;
+}
