@@ -10,6 +10,7 @@
 #include "target.h"
 
 #define MAX_INLINE 16
+#define MAX_PENDING 4096
 #define MAX_FRAMES_OUT 512
 
 /* An epoch's refusals are final once the epoch is over: the sampler decides at the time of
@@ -425,7 +426,10 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 	while (c->head) {
 		struct pending_sample *p = c->head;
 
-		if (!final && (p->s.epoch + 1) * D9_NSEC_PER_SEC + FLUSH_GRACE_NS > now_ns)
+		/* Wait for the epoch to end so "capped" is final, unless the queue is so long
+		 * (a flood) that waiting would grow memory without bound. */
+		if (!final && c->npending <= MAX_PENDING &&
+		    (p->s.epoch + 1) * D9_NSEC_PER_SEC + FLUSH_GRACE_NS > now_ns)
 			break;
 		write_sample(c, &p->s, p->raw);
 		c->head = p->next;

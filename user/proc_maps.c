@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <linux/openat2.h>
 
@@ -206,9 +208,28 @@ bool proc_map_is_file(const struct proc_map *m)
 	return m->path && m->path[0] == '/';
 }
 
+/*
+ * Only regular files are parsed: a path swapped for a FIFO would block open() (and the run
+ * with it, probes still attached), a device node may act on open or read. O_NONBLOCK makes
+ * the open of a FIFO return at once; the check closes anything else.
+ */
+static int regular_or_close(int fd)
+{
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
 int proc_open_mapped_file(int pid, const struct proc_map *m)
 {
 	char path[PATH_MAX + 64];
+	struct stat st;
 	int fd;
 
 	if (!proc_map_is_file(m))
@@ -223,9 +244,11 @@ int proc_open_mapped_file(int pid, const struct proc_map *m)
 	 */
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!stat(path, &st) && !S_ISREG(st.st_mode))
+		return -EINVAL; /* a mapped device: never opened */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd >= 0)
-		return fd;
+		return regular_or_close(fd);
 
 	/* The path now names some other file (or none), which would give wrong symbols. */
 	if (m->deleted)
@@ -241,16 +264,28 @@ int proc_open_mapped_file(int pid, const struct proc_map *m)
 	if (rootfd < 0)
 		return -errno;
 	struct open_how how = {
-	    .flags = O_RDONLY | O_CLOEXEC,
+	    .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
 	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
 	fd = (int)syscall(SYS_openat2, rootfd, m->path, &how, sizeof(how));
 	if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
-		/* Older kernel, or a seccomp filter that rejects unknown syscalls. */
-		fd = openat(rootfd, m->path + 1, O_RDONLY | O_CLOEXEC);
+		/*
+		 * Older kernel, or a seccomp filter that rejects unknown syscalls: openat()
+		 * would follow an absolute symlink out of the container to one of our own
+		 * files, so keep the result only if it is the very inode the maps line names
+		 * (which overlayfs, reporting the underlying inode in maps, can defeat: then
+		 * the module goes unsymbolized rather than read from a wrong file).
+		 */
+		fd = openat(rootfd, m->path + 1, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd >= 0 && (fstat(fd, &st) || st.st_ino != m->inode ||
+				major(st.st_dev) != m->dev_major ||
+				minor(st.st_dev) != m->dev_minor)) {
+			close(fd);
+			fd = -1;
+			errno = ESTALE;
+		}
 	}
-	if (fd < 0)
-		fd = -errno;
+	fd = regular_or_close(fd);
 	close(rootfd);
 	return fd;
 }
