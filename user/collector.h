@@ -15,7 +15,8 @@
 struct symbolizer;
 struct unwinder;
 
-#define UNWIND_STATS 8 /* enum unwind_stop values */
+#include "unwind_dwarf.h"
+#define UNWIND_STATS UNWIND_NSTOPS
 
 struct epoch_stat {
 	uint64_t epoch;

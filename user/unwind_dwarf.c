@@ -43,6 +43,23 @@ struct pc_slot {
 	uint32_t n;	/* frames at pc; UINT32_MAX marks an empty slot */
 };
 
+/* One address range of a function defined in a CU. */
+struct cu_func {
+	uint64_t lo, hi; /* [lo, hi), DWARF addresses */
+	Dwarf_Die die;
+};
+
+/*
+ * The functions of one CU sorted by address, built on the first lookup in it, so each later
+ * lookup walks one function's DIEs rather than the whole CU.
+ */
+struct cu_index {
+	Dwfl_Module *mod; /* NULL: empty slot */
+	Dwarf_Off off;	  /* of the CU DIE */
+	struct cu_func *funcs;
+	size_t n;
+};
+
 struct unwinder {
 	int pid;
 	Dwfl *dwfl;
@@ -71,6 +88,9 @@ struct unwinder {
 	size_t slots_cap, slots_n;
 	struct inline_frame *frames;
 	size_t frames_n, frames_cap;
+	/* CU indexes, open addressing; they hold DIEs, so are dropped with the Dwfl. */
+	struct cu_index *cus;
+	size_t cus_cap, cus_n;
 };
 
 static uint64_t now_ns(void)
@@ -342,6 +362,16 @@ static int report_mapping(struct unwinder *u, Dwfl *dwfl, const struct proc_map 
 	return 0;
 }
 
+static void cu_indexes_free(struct unwinder *u)
+{
+	for (size_t i = 0; i < u->cus_cap; i++)
+		free(u->cus[i].funcs);
+	free(u->cus);
+	u->cus = NULL;
+	u->cus_cap = 0;
+	u->cus_n = 0;
+}
+
 static void pc_cache_clear(struct unwinder *u)
 {
 	for (size_t i = 0; i < u->slots_cap; i++)
@@ -433,6 +463,7 @@ static int refresh(struct unwinder *u, bool force, bool *changed)
 			err = -EINVAL;
 			goto out;
 		}
+		cu_indexes_free(u);
 		dwfl_end(u->dwfl);
 		u->dwfl = dwfl;
 		u->generation++;
@@ -512,6 +543,7 @@ void unwinder_free(struct unwinder *u)
 {
 	if (!u)
 		return;
+	cu_indexes_free(u);
 	if (u->dwfl)
 		dwfl_end(u->dwfl);
 	elf_end(u->arch_elf);
@@ -636,7 +668,7 @@ static enum unwind_stop classify(struct unwinder *u, const struct walk *w, int r
 
 static int walk_once(struct unwinder *u, struct walk *w)
 {
-	memset(&w->n, 0, sizeof(*w) - offsetof(struct walk, n));
+	*w = (struct walk){.u = u, .pcs = w->pcs, .max = w->max};
 	u->step_truncated = false;
 	u->step_bad = false;
 	return dwfl_getthread_frames(u->dwfl, u->pid, frame_cb, w);
@@ -933,9 +965,10 @@ struct scope_path {
 };
 
 /*
- * Finds the subprogram, inlined subroutines and lexical blocks under parent that contain pc,
- * recording the functions. dwarf_getscopes() would do, but it does not look inside DIEs
- * without addresses, and Rust (LLVM) nests function definitions in DW_TAG_namespace ones.
+ * Finds the inlined subroutines and lexical blocks under parent (a function) that contain pc,
+ * recording the inlined calls. dwarf_getscopes() would do the whole search, but it does not
+ * look inside DIEs without addresses, and Rust (LLVM) nests function definitions in
+ * DW_TAG_namespace ones; it also walks the whole CU on every lookup.
  * Returns whether pc was found.
  */
 static bool find_pc(Dwarf_Die *parent, Dwarf_Addr pc, struct scope_path *p, int depth)
@@ -967,9 +1000,126 @@ static bool find_pc(Dwarf_Die *parent, Dwarf_Addr pc, struct scope_path *p, int 
 	return false;
 }
 
+static int cu_func_cmp(const void *a, const void *b)
+{
+	const struct cu_func *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Collects the address ranges of the function definitions under parent. */
+static int index_scope(struct cu_index *ci, size_t *cap, Dwarf_Die *parent, int depth)
+{
+	Dwarf_Die child;
+	int err = 0;
+
+	if (depth >= SCOPE_DEPTH_MAX || dwarf_child(parent, &child) != 0)
+		return 0;
+	do {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram: {
+			Dwarf_Addr base, lo, hi;
+			ptrdiff_t off = 0;
+
+			while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
+				/* Functions the linker dropped keep their DWARF at address 0. */
+				if (lo == 0 || lo >= hi)
+					continue;
+				if (ci->n == *cap) {
+					size_t ncap = *cap ? *cap * 2 : 64;
+					struct cu_func *f = realloc(ci->funcs, ncap * sizeof(*f));
+
+					if (!f)
+						return -ENOMEM;
+					ci->funcs = f;
+					*cap = ncap;
+				}
+				ci->funcs[ci->n++] =
+				    (struct cu_func){.lo = lo, .hi = hi, .die = child};
+			}
+			break;
+		}
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+			err = index_scope(ci, cap, &child, depth + 1);
+			break;
+		default:
+			break;
+		}
+	} while (!err && dwarf_siblingof(&child, &child) == 0);
+	return err;
+}
+
+/* The index of cu in mod, built on first use; NULL on ENOMEM. */
+static struct cu_index *cu_index_get(struct unwinder *u, Dwfl_Module *mod, Dwarf_Die *cu)
+{
+	Dwarf_Off off = dwarf_dieoffset(cu);
+	uint64_t h = hash64((uint64_t)(uintptr_t)mod ^ off);
+	struct cu_index *ci;
+	size_t mask, i, cap = 0;
+
+	if (u->cus_cap) {
+		mask = u->cus_cap - 1;
+		for (i = h & mask; u->cus[i].mod; i = (i + 1) & mask)
+			if (u->cus[i].mod == mod && u->cus[i].off == off)
+				return &u->cus[i];
+	}
+	if ((u->cus_n + 1) * 2 > u->cus_cap) {
+		size_t ncap = u->cus_cap ? u->cus_cap * 2 : 64;
+		struct cu_index *cus = calloc(ncap, sizeof(*cus));
+
+		if (!cus)
+			return NULL;
+		for (size_t j = 0; j < u->cus_cap; j++) {
+			if (!u->cus[j].mod)
+				continue;
+			h = hash64((uint64_t)(uintptr_t)u->cus[j].mod ^ u->cus[j].off);
+			for (i = h & (ncap - 1); cus[i].mod; i = (i + 1) & (ncap - 1))
+				;
+			cus[i] = u->cus[j];
+		}
+		free(u->cus);
+		u->cus = cus;
+		u->cus_cap = ncap;
+		h = hash64((uint64_t)(uintptr_t)mod ^ off);
+	}
+	mask = u->cus_cap - 1;
+	for (i = h & mask; u->cus[i].mod; i = (i + 1) & mask)
+		;
+	ci = &u->cus[i];
+	*ci = (struct cu_index){.mod = mod, .off = off};
+	if (index_scope(ci, &cap, cu, 0) != 0) {
+		free(ci->funcs);
+		*ci = (struct cu_index){0};
+		return NULL;
+	}
+	if (ci->n)
+		qsort(ci->funcs, ci->n, sizeof(*ci->funcs), cu_func_cmp);
+	u->cus_n++;
+	return ci;
+}
+
+static const struct cu_func *cu_index_find(const struct cu_index *ci, uint64_t pc)
+{
+	size_t lo = 0, hi = ci->n;
+
+	/* The last range starting at or below pc; ranges of distinct functions do not overlap. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ci->funcs[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && pc < ci->funcs[lo - 1].hi ? &ci->funcs[lo - 1] : NULL;
+}
+
 /* Looks pc up in the DWARF and appends its frames to u->frames. */
 static int compute_inline(struct unwinder *u, Dwfl_Module *mod, uint64_t pc)
 {
+	const struct cu_func *fn;
+	struct cu_index *ci;
 	struct scope_path *path;
 	Dwarf_Addr bias;
 	Dwarf_Die *cu;
@@ -978,11 +1128,18 @@ static int compute_inline(struct unwinder *u, Dwfl_Module *mod, uint64_t pc)
 	cu = dwfl_module_addrdie(mod, pc, &bias);
 	if (!cu)
 		return 0;
+	ci = cu_index_get(u, mod, cu);
+	if (!ci)
+		return -ENOMEM;
+	fn = cu_index_find(ci, pc - bias);
+	if (!fn)
+		return 0;
 	path = malloc(sizeof(*path));
 	if (!path)
 		return -ENOMEM;
-	path->n = 0;
-	find_pc(cu, pc - bias, path, 0);
+	path->dies[0] = fn->die;
+	path->n = 1;
+	find_pc(&path->dies[0], pc - bias, path, 1);
 	for (int i = path->n - 1; i >= 0; i--) {
 		Dwarf_Die *die = &path->dies[i];
 		bool inlined = dwarf_tag(die) == DW_TAG_inlined_subroutine;
@@ -1041,6 +1198,7 @@ int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_addre
 		slot = slot_find(u, pc);
 	}
 	*n = slot->n < max ? slot->n : max;
-	memcpy(out, u->frames + slot->first, *n * sizeof(*out));
+	if (*n)
+		memcpy(out, u->frames + slot->first, *n * sizeof(*out));
 	return slot->n > max ? -ENOSPC : 0;
 }

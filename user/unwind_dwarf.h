@@ -25,7 +25,11 @@ struct unwinder;
 
 #define UNWINDER_REFRESH_MS 100
 
-/* Registers at the sample, as in the user pt_regs. */
+/*
+ * Registers at the sample, as in the user pt_regs. x86-64 CFI computes every CFA from rsp or
+ * rbp, so these three suffice; bp is not optional even without frame pointers: the vDSO, Rust's
+ * std (built with frame pointers) and functions that realign their stack define the CFA by rbp.
+ */
 struct unwind_regs {
 	uint64_t ip, sp, bp;
 };
@@ -39,6 +43,7 @@ enum unwind_stop {
 	UNWIND_MAX_FRAMES,	/* more frames than pcs */
 	UNWIND_ERROR,		/* anything else libdwfl reported */
 };
+#define UNWIND_NSTOPS (UNWIND_ERROR + 1)
 
 /*
  * Reads /proc/PID/maps and reports the modules now, while the process is alive. Returns NULL

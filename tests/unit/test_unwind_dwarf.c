@@ -69,10 +69,13 @@ static const char fixture_src[] =
     "}\n"
     "__attribute__((noinline, noclone)) int c(int x)\n"
     "{\n"
-    "	while (spin) {\n"
-    "		struct timespec ts;\n"
-    "		clock_gettime(CLOCK_MONOTONIC, &ts);\n"
-    "		sink = (int)ts.tv_nsec;\n"
+    "	if (spin) {\n"
+    "		put(\"r\", 1);\n"
+    "		for (;;) {\n"
+    "			struct timespec ts;\n"
+    "			clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+    "			sink = (int)ts.tv_nsec;\n"
+    "		}\n"
     "	}\n"
     "	d(x);\n"
     "	sink = x;\n"
@@ -387,7 +390,9 @@ static void test_garbage(void **state)
 	uint64_t pcs[MAX_PCS], seed = 0x9e3779b97f4a7c15ull;
 	uint8_t junk[4096] = {0};
 	enum unwind_stop stop;
-	size_t n, counts[UNWIND_ERROR + 1] = {0};
+	size_t n, nmaps, counts[UNWIND_ERROR + 1] = {0};
+	const struct proc_map *maps;
+	uint64_t base = 0;
 
 	(void)state;
 	/* A pc in no module. */
@@ -396,7 +401,23 @@ static void test_garbage(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(stop, UNWIND_UNKNOWN_PC);
 
-	/* A real pc on a stack of random words, or of words pointing back into the stack. */
+	/* A pc in the executable but outside any FDE: its ELF header. */
+	maps = symbolizer_maps(fx.sym, &nmaps);
+	assert_non_null(maps);
+	for (size_t i = 0; i < nmaps && !base; i++)
+		if (maps[i].path && strcmp(maps[i].path, fx.bin) == 0 && maps[i].pgoff == 0)
+			base = maps[i].start;
+	assert_true(base != 0);
+	regs = (struct unwind_regs){.ip = base + 0x10, .sp = fx.regs.sp, .bp = 0};
+	assert_int_equal(
+	    unwinder_unwind(fx.u, &regs, fx.stack, fx.stack_len, pcs, MAX_PCS, &n, &stop), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(stop, UNWIND_NO_CFI);
+
+	/*
+	 * Real pcs around the capture point on stacks of random words, of words pointing back
+	 * into the stack, or of return addresses into c.
+	 */
 	for (int iter = 0; iter < 2000; iter++) {
 		for (size_t i = 0; i < sizeof(junk); i += 8) {
 			uint64_t v;
@@ -412,6 +433,8 @@ static void test_garbage(void **state)
 		regs = fx.regs;
 		if (iter % 5 == 0)
 			regs.sp = seed;
+		if (iter % 7 == 0)
+			regs.ip = fx.regs.ip - 2048 + seed % 4096;
 		assert_int_equal(
 		    unwinder_unwind(fx.u, &regs, junk, sizeof(junk), pcs, MAX_PCS, &n, &stop), 0);
 		assert_true(n >= 1 && n <= MAX_PCS);
@@ -521,21 +544,26 @@ static void test_vdso(void **state)
 	enum unwind_stop stop;
 	size_t nmaps, len, n = 0;
 	bool in_vdso = false;
+	int fd, out[2], grabs = 0;
+	char ready;
 	pid_t pid;
-	int fd;
 
 	(void)state;
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
 	pid = fx.spin_pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		fd = open("/dev/null", O_RDWR);
 		dup2(fd, 0);
-		dup2(fd, 1);
+		dup2(out[1], 1);
 		dup2(fd, 2);
 		execl(fx.bin, fx.bin, "spin", (char *)NULL);
 		_exit(127);
 	}
-	usleep(100 * 1000);
+	close(out[1]);
+	/* Spinning, so the maps are final. */
+	assert_int_equal(read_full(out[0], &ready, 1), 0);
+	close(out[0]);
 	u = unwinder_new(pid);
 	s = symbolizer_new(pid);
 	assert_non_null(u);
@@ -544,12 +572,13 @@ static void test_vdso(void **state)
 	for (int tries = 0; tries < 1000 && !in_vdso; tries++) {
 		if (grab_thread(pid, pid, &regs, stack, &len) != 0)
 			continue;
+		grabs++;
 		m = proc_maps_find(maps, nmaps, regs.ip);
 		in_vdso = m && m->path && strcmp(m->path, "[vdso]") == 0;
 	}
 	proc_maps_free(maps, nmaps);
 	if (!in_vdso) {
-		print_message("  never caught in the vDSO\n");
+		print_message("  never caught in the vDSO in %d samples\n", grabs);
 	} else {
 		assert_int_equal(unwinder_unwind(u, &regs, stack, len, pcs, MAX_PCS, &n, &stop), 0);
 		print_message("  %zu frames, %s\n", n, unwind_stop_name(stop));
@@ -606,6 +635,23 @@ static void test_after_exit(void **state)
 
 static pid_t demo_pid;
 
+static int count_threads(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while ((de = readdir(dir)))
+		n += de->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
 static pid_t start_demo(void)
 {
 	pid_t pid;
@@ -621,8 +667,11 @@ static pid_t start_demo(void)
 		execl(DEMO, DEMO, "--workers", "2", "--duration", "10", (char *)NULL);
 		_exit(127);
 	}
-	usleep(300 * 1000);
 	demo_pid = pid;
+	/* Up once its workers (main + 2 + the reporter) exist. */
+	for (int i = 0; i < 300 && count_threads(pid) < 4; i++)
+		usleep(10 * 1000);
+	usleep(50 * 1000);
 	return pid;
 }
 
@@ -734,6 +783,13 @@ static void test_rust_inline(void **state)
 /* Stacks of the demo's threads: unwound and symbolized after it exited. */
 #define DEMO_THREADS_MAX 16
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void test_rust_stacks(void **state)
 {
 	static struct {
@@ -752,7 +808,8 @@ static void test_rust_stacks(void **state)
 	struct dirent *de;
 	size_t n, nf, nth = 0, workers_ok = 0, iter = 0;
 	char path[64];
-	double t0, t1;
+	double t0, t1, inline_ns[1024], total = 0;
+	size_t inline_pcs = 0;
 	DIR *dir;
 	pid_t pid;
 
@@ -808,8 +865,12 @@ static void test_rust_stacks(void **state)
 			      (t1 - t0) / 1e3);
 		for (size_t i = 0; i < n; i++) {
 			const char *name = fn_at(s, pcs, i);
-			int err = unwinder_inline_frames(u, pcs[i], i > 0, fr, 32, &nf);
+			int err;
 
+			t0 = cpu_ns();
+			err = unwinder_inline_frames(u, pcs[i], i > 0, fr, 32, &nf);
+			if (inline_pcs < sizeof(inline_ns) / sizeof(inline_ns[0]))
+				inline_ns[inline_pcs++] = cpu_ns() - t0;
 			assert_true(err == 0 || err == -ENOSPC);
 			for (size_t j = 0; j + 1 < nf; j++)
 				print_message("    #%-2zu %*s%s (inlined)\n", i, 14, "",
@@ -837,6 +898,13 @@ static void test_rust_stacks(void **state)
 	}
 	print_message("  %zu threads, %zu Tokio workers unwound to the thread start\n", nth,
 		      workers_ok);
+	/* The first lookup loads the module's DWARF, the first in each CU indexes it. */
+	for (size_t i = 0; i < inline_pcs; i++)
+		total += inline_ns[i];
+	print_message("  inline lookups of %zu new pcs: %.1f ms, the first %.1f ms", inline_pcs,
+		      total / 1e6, inline_ns[0] / 1e6);
+	qsort(inline_ns, inline_pcs, sizeof(inline_ns[0]), cmp_double);
+	print_message(", median %.1f us (CPU time)\n", inline_ns[inline_pcs / 2] / 1e3);
 	assert_true(workers_ok >= 1);
 	symbolizer_free(s);
 	unwinder_free(u);
