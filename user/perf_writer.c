@@ -213,25 +213,92 @@ static void fill_attr(struct perf_event_attr *a, int ev)
 	}
 }
 
+/* Decimal digits of v at p; returns the end. snprintf cost more than the rest of a sample. */
+static char *put_dec(char *p, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+static char *put_lit(char *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(p, s, n);
+	return p + n;
+}
+
+/* A probability in (0, 1] with 9 significant digits, like %.9g for these values. */
+static char *put_prob(char *p, double prob)
+{
+	uint64_t digits;
+	int zeros = 0;
+
+	if (!(prob > 0) || prob >= 0.9999999995)
+		return put_lit(p, prob > 0 ? "1" : "0");
+	/* Scale into [1e8, 1e9): 9 significant digits, after `zeros` leading zeros. */
+	while (prob < 0.1 && zeros < 30) {
+		prob *= 10;
+		zeros++;
+	}
+	digits = (uint64_t)(prob * 1e9 + 0.5);
+	if (digits >= 1000000000ULL) { /* rounded up to the next power of ten */
+		digits /= 10;
+		if (zeros) {
+			zeros--;
+		} else {
+			return put_lit(p, "1");
+		}
+	}
+	while (digits && digits % 10 == 0)
+		digits /= 10;
+	p = put_lit(p, "0.");
+	while (zeros--)
+		*p++ = '0';
+	return put_dec(p, digits);
+}
+
 static size_t raw_text(char *buf, size_t len, const struct task_sample *s)
 {
-	char task[24] = "none";
-	int n;
+	char tmp[512], *p = tmp;
+	size_t n;
 
-	if (s->task_id_ok)
-		snprintf(task, sizeof(task), "%" PRIu64, s->task_id);
-	n = snprintf(buf, len,
-		     "worker=%d task_id=%s p=%.9g epoch=%" PRIu64 " idle_ns=%" PRIu64
-		     " poll_ns=%" PRIu64 " capped=%d outcome=%s park=%s",
-		     s->worker, task, s->prob, s->epoch, s->idle_end_ns - s->idle_start_ns,
-		     s->poll_end_ns > s->idle_end_ns ? s->poll_end_ns - s->idle_end_ns : 0,
-		     s->capped ? 1 : 0, s->outcome ? s->outcome : "unknown",
-		     s->park_point ? s->park_point : "none");
-	if (n > 0 && (size_t)n < len && s->stack_error)
-		n += snprintf(buf + n, len - (size_t)n, " stack_error=%d", s->stack_error);
-	if (n < 0)
-		return 0;
-	return (size_t)n < len ? (size_t)n : len - 1;
+	p = put_lit(p, "worker=");
+	if (s->worker < 0)
+		p = put_lit(p, "-1");
+	else
+		p = put_dec(p, (uint64_t)s->worker);
+	p = put_lit(p, " task_id=");
+	p = s->task_id_ok ? put_dec(p, s->task_id) : put_lit(p, "none");
+	p = put_lit(p, " p=");
+	p = put_prob(p, s->prob);
+	p = put_lit(p, " epoch=");
+	p = put_dec(p, s->epoch);
+	p = put_lit(p, " idle_ns=");
+	p = put_dec(p, s->idle_end_ns - s->idle_start_ns);
+	p = put_lit(p, " poll_ns=");
+	p = put_dec(p, s->poll_end_ns > s->idle_end_ns ? s->poll_end_ns - s->idle_end_ns : 0);
+	p = put_lit(p, s->capped ? " capped=1 outcome=" : " capped=0 outcome=");
+	p += snprintf(p, 64, "%.48s", s->outcome ? s->outcome : "unknown");
+	p = put_lit(p, " park=");
+	p += snprintf(p, 64, "%.48s", s->park_point ? s->park_point : "none");
+	if (s->stack_error) {
+		p = put_lit(p, " stack_error=-");
+		p = put_dec(p, (uint64_t)(-(int64_t)s->stack_error));
+	}
+	n = (size_t)(p - tmp);
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, tmp, n);
+	buf[n] = 0;
+	return n;
 }
 
 static void write_comm(struct perf_writer *pw, uint32_t pid, uint32_t tid, const char *comm,
