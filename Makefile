@@ -155,3 +155,13 @@ bench-overhead: $(BUILD)/dial9-bpf $(BUILD)/demo-fp
 	/usr/bin/python3 tools/bench-overhead.py $(BENCH_ARGS)
 
 .PHONY: bench-overhead
+
+$(BUILD)/bench-unwind: tools/bench-unwind.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
+
+# DWARF unwinding throughput vs perf script on the same raw-stack perf.data: bench/RESULTS.md,
+# "Unwinding". Needs a dial9-bpf perf.data of a live pid: BENCH_ARGS="[-n N] FILE PID".
+bench-unwind: $(BUILD)/bench-unwind
+	$(BUILD)/bench-unwind $(BENCH_ARGS)
+
+.PHONY: bench-unwind
