@@ -243,6 +243,14 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	bool consecutive = epoch == ws->epoch + 1;
 
 	emit_epoch(key, ws);
+	/* The calibrating epoch began when the worker was first seen, mid-second: scale its
+	 * count to a whole second, or the next epoch selects up to twice its budget. */
+	if (ws->calibrating && consecutive && prev > 0) {
+		__u64 covered = (epoch * D9_NSEC_PER_SEC) - ws->first_ns;
+
+		if (covered > D9_NSEC_PER_SEC / 100 && covered < D9_NSEC_PER_SEC)
+			prev = prev * D9_NSEC_PER_SEC / covered;
+	}
 	if (consecutive && prev > 0) {
 		__u64 p = (per_worker_hz << D9_PROB_SHIFT) / prev;
 
@@ -269,6 +277,7 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 	init.calibrating = 1;
 	init.tokens_ns = bucket_ns;
 	init.refill_ns = now;
+	init.first_ns = now;
 	init.rng = mix64(seed ^ key) | 1;
 	bpf_map_update_elem(&workers, &key, &init, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&workers, &key);

@@ -155,6 +155,7 @@ struct d9_worker_state {
 	__u64 tokens_ns; /* token bucket, in nanoseconds of refill time */
 	__u64 refill_ns;
 	__u64 rng;
+	__u64 first_ns; /* when the worker was first seen: its calibrating epoch is partial */
 	__u32 capped;
 	__u32 calibrating;
 	__u32 last_tid;
