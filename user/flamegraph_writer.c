@@ -11,7 +11,9 @@
  * renamed when complete.
  */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,15 +218,25 @@ static size_t utf8_len(const unsigned char *s, size_t avail)
 	return n;
 }
 
-/* Writes at most max_chars characters of s, XML-escaped; returns the characters written. */
+/* Writes at most max_chars characters of s, XML-escaped; returns the characters written.
+ * Runs of characters that need nothing go out with one fwrite(). */
 static size_t xml_text(FILE *f, const char *s, size_t max_chars)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *p = (const unsigned char *)s, *run = p;
 	size_t avail = strlen(s), chars = 0;
 
 	while (avail && chars < max_chars) {
-		size_t n = utf8_len(p, avail);
+		size_t n = *p < 0x80 ? 1 : utf8_len(p, avail);
 
+		if (n > 1 ||
+		    (n == 1 && *p >= 0x20 && *p != '<' && *p != '>' && *p != '&' && *p != '"')) {
+			p += n;
+			avail -= n;
+			chars++;
+			continue;
+		}
+		if (p > run)
+			fwrite(run, 1, (size_t)(p - run), f);
 		if (!n) {
 			fputc('?', f);
 			n = 1;
@@ -236,15 +248,16 @@ static size_t xml_text(FILE *f, const char *s, size_t max_chars)
 			fputs("&amp;", f);
 		} else if (*p == '"') {
 			fputs("&quot;", f);
-		} else if (*p < 0x20) {
-			fputc(' ', f);
 		} else {
-			fwrite(p, 1, n, f);
+			fputc(' ', f);
 		}
 		p += n;
 		avail -= n;
 		chars++;
+		run = p;
 	}
+	if (p > run)
+		fwrite(run, 1, (size_t)(p - run), f);
 	return chars;
 }
 
@@ -288,6 +301,78 @@ static const char *grouped(uint64_t v, char *buf, size_t size)
 	return buf;
 }
 
+/*
+ * Numbers without printf, which dominates writing a big SVG otherwise (parsing the formats,
+ * and formatting doubles through arbitrary precision): the output is the same.
+ */
+#define put_lit(f, s) fwrite((s), 1, sizeof(s) - 1, (f))
+
+static void put_u64(FILE *f, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do {
+		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	fwrite(tmp + sizeof(tmp) - n, 1, n, f);
+}
+
+static void put_int(FILE *f, int v)
+{
+	if (v < 0) {
+		fputc('-', f);
+		put_u64(f, -(uint64_t)(int64_t)v);
+	} else {
+		put_u64(f, (uint64_t)v);
+	}
+}
+
+/* v as printf's "%.1f" (dec 1) or "%.2f" (dec 2). */
+static void put_fixed(FILE *f, double v, int dec)
+{
+#if LDBL_MANT_DIG >= 64
+	static const uint64_t pow10[] = {1, 10, 100};
+	char tmp[24];
+	size_t n = 0;
+	uint64_t q, fp;
+	long double t, frac;
+
+	if (!(v >= 0 && v < 1e15) || signbit(v) || dec < 1 || dec > 2) {
+		fprintf(f, "%.*f", dec, v);
+		return;
+	}
+	/* A double's 53 significant bits times 10 or 100 fit the 64 of a long double: t is
+	 * exact, so is its fraction, hence the rounding (to nearest, ties to even, as printf;
+	 * ties cannot even occur, x.x5 having no binary representation). */
+	t = (long double)v * (long double)pow10[dec];
+	q = (uint64_t)t;
+	frac = t - (long double)q;
+	if (frac > 0.5L || (frac == 0.5L && (q & 1)))
+		q++;
+	fp = q % pow10[dec];
+	q /= pow10[dec];
+	tmp[sizeof(tmp) - ++n] = (char)('0' + fp % 10);
+	if (dec == 2)
+		tmp[sizeof(tmp) - ++n] = (char)('0' + fp / 10);
+	tmp[sizeof(tmp) - ++n] = '.';
+	do {
+		tmp[sizeof(tmp) - ++n] = (char)('0' + q % 10);
+		q /= 10;
+	} while (q);
+	fwrite(tmp + sizeof(tmp) - n, 1, n, f);
+#else
+	fprintf(f, "%.*f", dec, v);
+#endif
+}
+
+/* A frame name's category and colour, computed once per name. */
+struct name_style {
+	bool done;
+	int rgb[3];
+};
+
 struct layout {
 	FILE *f;
 	const struct stack_agg *a;
@@ -295,7 +380,25 @@ struct layout {
 	double scale; /* pixels per weight unit */
 	uint32_t max_depth;
 	uint64_t total;
+	struct name_style *styles; /* by intern id; NULL (out of memory): computed each time */
 };
+
+static void node_color(struct layout *l, uint32_t node, const char *name, int rgb[3])
+{
+	uint32_t id = l->a->nodes[node].name;
+	struct name_style *st = node && l->styles ? &l->styles[id] : NULL;
+
+	if (st && st->done) {
+		memcpy(rgb, st->rgb, sizeof(st->rgb));
+		return;
+	}
+	frame_color(node && strncmp(name, "[no stack", 9) ? categorize(name) : FG_ROOT, name, 1,
+		    rgb);
+	if (st) {
+		memcpy(st->rgb, rgb, sizeof(st->rgb));
+		st->done = true;
+	}
+}
 
 static void measure(struct layout *l, uint32_t node)
 {
@@ -313,33 +416,56 @@ static void draw(struct layout *l, uint32_t node, uint64_t x)
 {
 	const struct stack_node *nd = &l->a->nodes[node];
 	const char *name = stack_node_name(l->a, node);
-	enum fg_category cat;
+	FILE *f = l->f;
 	double px, pw, py;
 	char num[32];
 	int rgb[3];
 
 	if (node && (double)nd->total < l->min_w)
 		return;
-	cat = node && strncmp(name, "[no stack", 9) ? categorize(name) : FG_ROOT;
-	frame_color(cat, name, 1, rgb);
+	node_color(l, node, name, rgb);
 	px = FG_PAD + (double)x * l->scale;
 	pw = l->total ? (double)nd->total * l->scale : FG_WIDTH - 2 * FG_PAD;
 	py = FG_TOP + (double)(l->max_depth - nd->depth) * FG_FRAME_H;
-	fprintf(l->f, "<g class=\"f\" data-x=\"%" PRIu64 "\" data-w=\"%" PRIu64 "\" data-d=\"%u\">",
-		x, nd->total, nd->depth);
-	fputs("<title>", l->f);
-	xml_text(l->f, name, SIZE_MAX);
-	fprintf(l->f, " (%s resumes, %.2f%%)</title>", grouped(nd->total, num, sizeof(num)),
-		l->total ? 100.0 * (double)nd->total / (double)l->total : 0.0);
-	fprintf(l->f,
-		"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" "
-		"rx=\"2\"/><text x=\"%.1f\" y=\"%.1f\">",
-		px, py, pw, FG_FRAME_H - 1, rgb[0], rgb[1], rgb[2], px + 3, py + FG_FRAME_H - 4.5);
+	/* <g class="f" data-x="X" data-w="W" data-d="D"><title>NAME (N resumes, P%)</title>
+	 * <rect x="%.1f" y="%.1f" width="%.1f" height="H" fill="rgb(R,G,B)" rx="2"/>
+	 * <text x="%.1f" y="%.1f">LABEL</text></g> */
+	put_lit(f, "<g class=\"f\" data-x=\"");
+	put_u64(f, x);
+	put_lit(f, "\" data-w=\"");
+	put_u64(f, nd->total);
+	put_lit(f, "\" data-d=\"");
+	put_u64(f, nd->depth);
+	put_lit(f, "\"><title>");
+	xml_text(f, name, SIZE_MAX);
+	put_lit(f, " (");
+	fputs(grouped(nd->total, num, sizeof(num)), f);
+	put_lit(f, " resumes, ");
+	put_fixed(f, l->total ? 100.0 * (double)nd->total / (double)l->total : 0.0, 2);
+	put_lit(f, "%)</title><rect x=\"");
+	put_fixed(f, px, 1);
+	put_lit(f, "\" y=\"");
+	put_fixed(f, py, 1);
+	put_lit(f, "\" width=\"");
+	put_fixed(f, pw, 1);
+	put_lit(f, "\" height=\"");
+	put_int(f, FG_FRAME_H - 1);
+	put_lit(f, "\" fill=\"rgb(");
+	put_int(f, rgb[0]);
+	fputc(',', f);
+	put_int(f, rgb[1]);
+	fputc(',', f);
+	put_int(f, rgb[2]);
+	put_lit(f, ")\" rx=\"2\"/><text x=\"");
+	put_fixed(f, px + 3, 1);
+	put_lit(f, "\" y=\"");
+	put_fixed(f, py + FG_FRAME_H - 4.5, 1);
+	put_lit(f, "\">");
 	if (!node && !l->total)
-		fputs("all (no samples)", l->f);
+		fputs("all (no samples)", f);
 	else
-		fitted_label(l->f, name, pw);
-	fputs("</text></g>\n", l->f);
+		fitted_label(f, name, pw);
+	put_lit(f, "</text></g>\n");
 	for (uint32_t c = nd->first_child; c; c = l->a->nodes[c].next_sibling) {
 		draw(l, c, x);
 		x += l->a->nodes[c].total;
@@ -463,7 +589,11 @@ static const char script[] =
 
 static void write_svg(FILE *f, const struct stack_agg *a, const struct run_context *rc)
 {
-	struct layout l = {.f = f, .a = a, .total = a->nodes[0].total};
+	struct layout l = {.f = f,
+			   .a = a,
+			   .total = a->nodes[0].total,
+			   .styles =
+			       calloc(a->names.n ? a->names.n : 1, sizeof(struct name_style))};
 	double lx = FG_PAD;
 	char num[32], num2[32];
 	int height, rgb[3];
@@ -543,6 +673,7 @@ static void write_svg(FILE *f, const struct stack_agg *a, const struct run_conte
 	}
 	fputs("</g>\n<g id=\"frames\">\n", f);
 	draw(&l, 0, 0);
+	free(l.styles);
 	fputs("</g>\n", f);
 	fprintf(f, "<text id=\"details\" class=\"hd\" x=\"%d\" y=\"%d\"> </text>\n", FG_PAD,
 		height - 12);

@@ -7,7 +7,6 @@
  * arrive and written at the end, sorted, into a temp file renamed when complete.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,12 +38,25 @@ static void write_node(FILE *f, const struct stack_agg *a, uint32_t node, uint32
 	if (node) {
 		path[depth - 1] = node;
 		if (nd->self) {
+			char num[24];
+			uint64_t v = nd->self;
+			size_t n = 0;
+
 			for (size_t i = 0; i < depth; i++) {
+				uint32_t id = a->nodes[path[i]].name;
+
 				if (i)
 					fputc(';', f);
-				fputs(stack_node_name(a, path[i]), f);
+				fwrite(intern_str(&a->names, id), 1, a->names.lens[id], f);
 			}
-			fprintf(f, " %" PRIu64 "\n", nd->self);
+			/* " WEIGHT\n" without printf. */
+			num[sizeof(num) - ++n] = '\n';
+			do {
+				num[sizeof(num) - ++n] = (char)('0' + v % 10);
+				v /= 10;
+			} while (v);
+			num[sizeof(num) - ++n] = ' ';
+			fwrite(num + sizeof(num) - n, 1, n, f);
 		}
 	}
 	for (uint32_t c = nd->first_child; c; c = a->nodes[c].next_sibling)

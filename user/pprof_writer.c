@@ -97,6 +97,10 @@ struct pprof_writer {
 	z_stream z;
 	bool z_ready;
 	unsigned char zout[65536];
+	/* Messages are gathered here and deflated 64 KiB at a time: one deflate() call per
+	 * sample costs more than compressing it (the output is the same). */
+	unsigned char zin[65536];
+	size_t zin_len;
 	struct pb_buf msg, sub, top;
 	struct intern strings;	  /* the string table; id 0 is "" */
 	struct u64_index func_of; /* name string id -> function index */
@@ -122,7 +126,7 @@ static uint32_t str_id(struct pprof_writer *pw, const char *s)
 }
 
 /* Feeds the deflate stream; flush is Z_NO_FLUSH or Z_FINISH. */
-static int gz_write(struct pprof_writer *pw, const void *data, size_t len, int flush)
+static int gz_deflate(struct pprof_writer *pw, const void *data, size_t len, int flush)
 {
 	pw->z.next_in = (Bytef *)data;
 	pw->z.avail_in = (uInt)len;
@@ -139,6 +143,28 @@ static int gz_write(struct pprof_writer *pw, const void *data, size_t len, int f
 			return errno ? -errno : -EIO;
 	} while (pw->z.avail_out == 0);
 	return 0;
+}
+
+/* Like gz_deflate(), through pw->zin. */
+static int gz_write(struct pprof_writer *pw, const void *data, size_t len, int flush)
+{
+	int err;
+
+	if (flush == Z_NO_FLUSH && len <= sizeof(pw->zin) - pw->zin_len) {
+		memcpy(pw->zin + pw->zin_len, data, len);
+		pw->zin_len += len;
+		return 0;
+	}
+	err = gz_deflate(pw, pw->zin, pw->zin_len, Z_NO_FLUSH);
+	pw->zin_len = 0;
+	if (err)
+		return err;
+	if (flush == Z_NO_FLUSH && len <= sizeof(pw->zin)) {
+		memcpy(pw->zin, data, len);
+		pw->zin_len = len;
+		return 0;
+	}
+	return gz_deflate(pw, data, len, flush);
 }
 
 /* Appends one top-level Profile field holding the message in pw->msg. */

@@ -253,6 +253,9 @@ void stack_agg_free(struct stack_agg *a)
 	free(a->slots);
 	free(a->nodes);
 	free(a->scratch);
+	free(a->frames);
+	free(a->stacks);
+	free(a->seqs);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -315,7 +318,8 @@ static uint32_t child(struct stack_agg *a, uint32_t parent, uint32_t name)
 	return (uint32_t)a->nnodes++;
 }
 
-int stack_agg_add(struct stack_agg *a, const uint32_t *names, size_t n, uint64_t weight)
+static int add_path(struct stack_agg *a, const uint32_t *names, size_t n, uint64_t weight,
+		    uint32_t *leaf)
 {
 	uint32_t cur = 0;
 
@@ -326,40 +330,245 @@ int stack_agg_add(struct stack_agg *a, const uint32_t *names, size_t n, uint64_t
 		if (!cur)
 			return -ENOMEM;
 	}
+	/* Totals are summed from the selves at the end: no walk to the root per sample. */
 	a->nodes[cur].self += weight;
-	for (;;) {
-		a->nodes[cur].total += weight;
-		if (!cur)
-			break;
-		cur = a->nodes[cur].parent;
-	}
+	*leaf = cur;
 	return 0;
+}
+
+int stack_agg_add(struct stack_agg *a, const uint32_t *names, size_t n, uint64_t weight)
+{
+	uint32_t leaf;
+
+	return add_path(a, names, n, weight, &leaf);
+}
+
+enum {
+	FRAME_KEY_NAME = 1,   /* by name pointer */
+	FRAME_KEY_MODULE = 2, /* by module pointer and file offset */
+	FRAME_KEY_UNKNOWN = 3,
+};
+
+static size_t frame_hash(const char *ptr, uint64_t off, uint32_t kind)
+{
+	return (size_t)mix64((uintptr_t)ptr ^ off * 0x9e3779b97f4a7c15ULL ^ kind);
+}
+
+static int grow_frames(struct stack_agg *a)
+{
+	size_t nslots = a->nframe_slots ? a->nframe_slots * 2 : 1024;
+	struct frame_slot *slots = calloc(nslots, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t j = 0; j < a->nframe_slots; j++) {
+		const struct frame_slot *o = &a->frames[j];
+		size_t i;
+
+		if (!o->kind)
+			continue;
+		for (i = frame_hash(o->ptr, o->off, o->kind) & (nslots - 1); slots[i].kind;
+		     i = (i + 1) & (nslots - 1))
+			;
+		slots[i] = *o;
+	}
+	free(a->frames);
+	a->frames = slots;
+	a->nframe_slots = nslots;
+	return 0;
+}
+
+/* The intern id of a frame's display name (stack_frame_name()), built and interned only the
+ * first time its name pointer (or module pointer and offset) is seen. The keys here and in
+ * stack_key() must cover every field stack_frame_name() reads. */
+static int frame_id(struct stack_agg *a, const struct task_frame *f, uint32_t *id)
+{
+	const char *ptr = f->name ? f->name : f->module;
+	uint32_t kind = f->name ? FRAME_KEY_NAME : f->module ? FRAME_KEY_MODULE : FRAME_KEY_UNKNOWN;
+	uint64_t off = kind == FRAME_KEY_MODULE ? f->file_offset : 0;
+	struct frame_slot *slot;
+	size_t i;
+	int len;
+
+	if ((a->nframes + 1) * 2 > a->nframe_slots && grow_frames(a))
+		return -ENOMEM;
+	for (i = frame_hash(ptr, off, kind) & (a->nframe_slots - 1); a->frames[i].kind;
+	     i = (i + 1) & (a->nframe_slots - 1)) {
+		slot = &a->frames[i];
+		if (slot->ptr == ptr && slot->off == off && slot->kind == kind) {
+			*id = slot->id;
+			return 0;
+		}
+	}
+	len = stack_frame_name(f, &a->scratch, &a->scratch_cap);
+	if (len < 0 || intern_id(&a->names, a->scratch, (size_t)len, id))
+		return -ENOMEM;
+	slot = &a->frames[i];
+	slot->ptr = ptr;
+	slot->off = off;
+	slot->id = *id;
+	slot->kind = kind;
+	a->nframes++;
+	return 0;
+}
+
+static int grow_stacks(struct stack_agg *a)
+{
+	size_t nslots = a->nstack_slots ? a->nstack_slots * 2 : 1024;
+	struct stack_slot *slots = calloc(nslots, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t j = 0; j < a->nstack_slots; j++) {
+		size_t i;
+
+		if (!a->stacks[j].leaf)
+			continue;
+		for (i = a->stacks[j].hash & (nslots - 1); slots[i].leaf;
+		     i = (i + 1) & (nslots - 1))
+			;
+		slots[i] = a->stacks[j];
+	}
+	free(a->stacks);
+	a->stacks = slots;
+	a->nstack_slots = nslots;
+	return 0;
+}
+
+/*
+ * A stack's key, root first: a named frame is its name pointer, any other frame the three
+ * words 0 (no name pointer is NULL), module pointer, file offset (both 0 for "[unknown]"), so
+ * that equal keys are equal stacks. Returns the length in words.
+ */
+static size_t stack_key(const struct task_frame *frames, size_t n, uint64_t *key)
+{
+	size_t len = 0;
+
+	while (n--) {
+		const struct task_frame *f = &frames[n];
+
+		if (f->name) {
+			key[len++] = (uintptr_t)f->name;
+		} else {
+			key[len++] = 0;
+			key[len++] = (uintptr_t)f->module;
+			key[len++] = f->module ? f->file_offset : 0;
+		}
+	}
+	return len;
+}
+
+static uint64_t key_hash(const uint64_t *key, size_t len)
+{
+	uint64_t h = len;
+
+	for (size_t i = 0; i < len; i++) {
+		h = (h ^ key[i]) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	return mix64(h);
+}
+
+/* Moves the weight a cached stack gathered into its leaf. */
+static void flush_stack(struct stack_agg *a, const struct stack_slot *slot)
+{
+	a->nodes[slot->leaf].self += a->seqs[slot->seq + 1];
+	a->seqs[slot->seq + 1] = 0;
+}
+
+/* The words the keys' copies may take: as much as the trie itself (a node takes 40 bytes), at
+ * least 1 MiB. Stacks that share long prefixes need few nodes but as long keys, so this bounds
+ * the cache to at most doubling the memory; the stacks seen first, usually the hot ones, get
+ * the room, and a stack without a copy is simply looked up frame by frame each time. */
+#define SEQS_WORDS_PER_NODE 5
+#define SEQS_MIN_WORDS (128 * 1024)
+
+/* Remembers key[0..len) in slot, within the budget above. */
+static void cache_stack(struct stack_agg *a, struct stack_slot *slot, uint64_t h, uint32_t leaf,
+			const uint64_t *key, size_t len)
+{
+	size_t need = a->nseqs + 2 + len, budget = a->nnodes * SEQS_WORDS_PER_NODE;
+
+	if (budget < SEQS_MIN_WORDS)
+		budget = SEQS_MIN_WORDS;
+	if (need > budget || need > UINT32_MAX)
+		return;
+	if (need > a->seqs_cap) {
+		size_t ncap = a->seqs_cap ? a->seqs_cap * 2 : 4096;
+		uint64_t *np;
+
+		while (ncap < need)
+			ncap *= 2;
+		np = realloc(a->seqs, ncap * sizeof(*np));
+		if (!np)
+			return;
+		a->seqs = np;
+		a->seqs_cap = ncap;
+	}
+	/* A hash collision replaces the other stack's entry: that stack is then looked up frame
+	 * by frame again, and recached, when next seen. */
+	if (slot->leaf)
+		flush_stack(a, slot);
+	else
+		a->nstacks++;
+	slot->hash = h;
+	slot->leaf = leaf;
+	slot->seq = (uint32_t)a->nseqs;
+	a->seqs[a->nseqs] = len;
+	a->seqs[a->nseqs + 1] = 0;
+	memcpy(&a->seqs[a->nseqs + 2], key, len * sizeof(*key));
+	a->nseqs = need;
 }
 
 int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s)
 {
+	uint64_t key[3 * D9_AGG_MAX_DEPTH], h;
 	uint32_t names[D9_AGG_MAX_DEPTH];
-	size_t n = 0;
+	/* The innermost frames are kept when a stack is longer than the trie allows. */
+	size_t n = s->nframes < D9_AGG_MAX_DEPTH ? s->nframes : D9_AGG_MAX_DEPTH, len, i;
+	const struct task_frame *frames = s->frames;
+	struct stack_slot *slot;
+	uint32_t leaf;
 
 	a->nsamples++;
 	if (!s->weight_count)
 		return 0;
-	if (!s->nframes) {
+	if (!n) {
 		const char *m = stack_missing_name(s->stack_error);
 
 		if (intern_id(&a->names, m, strlen(m), &names[0]))
 			return -ENOMEM;
-		n = 1;
+		return stack_agg_add(a, names, 1, s->weight_count);
 	}
-	/* Root first: the innermost frames are kept when a stack is longer than the trie allows. */
-	for (size_t i = s->nframes < D9_AGG_MAX_DEPTH ? s->nframes : D9_AGG_MAX_DEPTH; i-- > 0;) {
-		int len = stack_frame_name(&s->frames[i], &a->scratch, &a->scratch_cap);
 
-		if (len < 0 || intern_id(&a->names, a->scratch, (size_t)len, &names[n]))
-			return -ENOMEM;
-		n++;
+	/* A stack seen before: one hash probe and a compare, instead of a probe per frame and a
+	 * walk down the trie (one dependent cache miss per level). The key is built backwards,
+	 * which defeats some hardware prefetchers: ask for every frame first. */
+	for (i = 0; i < n; i += 2)
+		__builtin_prefetch(&frames[i]);
+	len = stack_key(frames, n, key);
+	if ((a->nstacks + 1) * 2 > a->nstack_slots && grow_stacks(a))
+		return -ENOMEM;
+	h = key_hash(key, len);
+	for (i = h & (a->nstack_slots - 1); a->stacks[i].leaf && a->stacks[i].hash != h;
+	     i = (i + 1) & (a->nstack_slots - 1))
+		;
+	slot = &a->stacks[i];
+	if (slot->leaf && a->seqs[slot->seq] == len &&
+	    !memcmp(&a->seqs[slot->seq + 2], key, len * sizeof(*key))) {
+		/* Kept next to the key, already in cache, until stack_agg_sort(). */
+		a->seqs[slot->seq + 1] += s->weight_count;
+		return 0;
 	}
-	return stack_agg_add(a, names, n, s->weight_count);
+
+	/* Root first. */
+	for (i = 0; i < n; i++)
+		if (frame_id(a, &frames[n - 1 - i], &names[i]))
+			return -ENOMEM;
+	if (add_path(a, names, n, s->weight_count, &leaf))
+		return -ENOMEM;
+	cache_stack(a, slot, h, leaf, key, len);
+	return 0;
 }
 
 /* Orders siblings by parent, then by name descending, so that pushing each onto its parent's
@@ -379,6 +588,14 @@ int stack_agg_sort(struct stack_agg *a)
 {
 	uint32_t *order;
 
+	for (size_t i = 0; i < a->nstack_slots; i++)
+		if (a->stacks[i].leaf)
+			flush_stack(a, &a->stacks[i]);
+	/* A child is always added after its parent, so one backward pass sums every subtree. */
+	for (size_t i = 0; i < a->nnodes; i++)
+		a->nodes[i].total = a->nodes[i].self;
+	for (size_t i = a->nnodes; i-- > 1;)
+		a->nodes[a->nodes[i].parent].total += a->nodes[i].total;
 	if (a->nnodes < 2)
 		return 0;
 	order = malloc((a->nnodes - 1) * sizeof(*order));

@@ -61,8 +61,39 @@ struct stack_node {
 	uint32_t parent;		    /* node index; the root (0) is its own parent */
 	uint32_t first_child, next_sibling; /* 0 = none; valid after stack_agg_sort() */
 	uint32_t depth;			    /* root = 0 */
-	uint64_t total;			    /* weight of every stack through this node */
-	uint64_t self;			    /* weight of stacks ending here */
+	uint64_t total;			    /* weight of every stack through this node; valid
+					     * after stack_agg_sort() */
+	uint64_t self;			    /* weight of stacks ending here; valid after
+					     * stack_agg_sort() */
+};
+
+/*
+ * Caches of stack_agg_add_sample(), keyed by the frames' string pointers rather than their
+ * text: a frame is its function name pointer, or the module pointer and file offset of an
+ * unnamed one. This relies on a task_frame's name and module strings being immutable and
+ * staying at the same address for the aggregator's lifetime, which holds for the symbolizer's
+ * and the unwinder's strings (owned until symbolizer_free() and unwinder_free(), after every
+ * writer finished). Equal text at two addresses only costs a second lookup: names are still
+ * interned by text. Should stack_frame_name() read another field (inlined), the keys must
+ * include it.
+ *
+ * Frame -> name id, so that a frame seen before costs one hash probe instead of rebuilding,
+ * hashing and comparing its display name.
+ */
+struct frame_slot {
+	const char *ptr; /* name, or module when name is NULL; NULL for "[unknown]" */
+	uint64_t off;	 /* file_offset when keyed by module, else 0 */
+	uint32_t id;	 /* intern id in stack_agg.names */
+	uint32_t kind;	 /* 0 = free slot, else FRAME_KEY_* (stack_agg.c) */
+};
+
+/* A stack seen before (by its frames' string pointers, see stack_key() in stack_agg.c) ->
+ * its trie leaf, to skip both the frame lookups and the walk (a chain of dependent cache
+ * misses) on every later sample of it. A hit is checked against a copy of the key. */
+struct stack_slot {
+	uint64_t hash;
+	uint32_t leaf; /* 0 = free slot */
+	uint32_t seq;  /* offset of the key's copy in stack_agg.seqs */
 };
 
 /* Trie of root-first stacks; node 0 is the root ("all"). */
@@ -78,6 +109,16 @@ struct stack_agg {
 	uint32_t max_depth;
 	char *scratch;
 	size_t scratch_cap;
+	/* Caches; both grow with distinct frames and stacks only. */
+	struct frame_slot *frames;
+	size_t nframes, nframe_slots;
+	struct stack_slot *stacks;
+	size_t nstacks, nstack_slots;
+	/* The keys' copies, each as its length, the weight gathered since the last
+	 * stack_agg_sort() and its words; capped at the trie's size (stacks beyond that are not
+	 * cached). */
+	uint64_t *seqs;
+	size_t nseqs, seqs_cap;
 };
 
 int stack_agg_init(struct stack_agg *a);
@@ -86,7 +127,8 @@ void stack_agg_free(struct stack_agg *a);
 int stack_agg_add(struct stack_agg *a, const uint32_t *names, size_t n, uint64_t weight);
 /* Adds a sample's stack (leaf first in s) with weight s->weight_count. */
 int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s);
-/* Links every node's children in ascending name order (byte-wise), for stable output. */
+/* Sums the totals, and links every node's children in ascending name order (byte-wise), for
+ * stable output. */
 int stack_agg_sort(struct stack_agg *a);
 static inline const char *stack_node_name(const struct stack_agg *a, uint32_t node)
 {

@@ -12,7 +12,9 @@
 
 struct task_frame {
 	uint64_t addr;	      /* runtime address: the ip for the leaf, return addresses above */
-	const char *name;     /* demangled function, NULL when unknown */
+	/* Demangled function, NULL when unknown. name and module stay valid and unchanged while
+	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them. */
+	const char *name;
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
 	bool inlined;         /* a call inlined into the next frame's function (same addr) */

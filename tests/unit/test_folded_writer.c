@@ -34,12 +34,12 @@ static char *read_all(const char *path)
 
 /* Leaf-first frames, as the collector gives them. */
 static struct task_frame fr_leaf = {0x1000, "tokio::runtime::task::waker::clone_waker", "/app",
-				    0x1000};
-static struct task_frame fr_cpu = {0x2005, "app::cpu_task::{{closure}}", "/app", 0x2005};
-static struct task_frame fr_timer = {0x2105, "app::timer_task::{closure#0}", "/app", 0x2105};
-static struct task_frame fr_semi = {0x3005, "<[u8; 4] as app::Foo>::bar\nx", "/app", 0x3005};
-static struct task_frame fr_libc = {0x7f0000001234, NULL, "/usr/lib/libc.so.6", 0x1234};
-static struct task_frame fr_anon = {0x5000, NULL, NULL, 0};
+				    0x1000, false};
+static struct task_frame fr_cpu = {0x2005, "app::cpu_task::{{closure}}", "/app", 0x2005, false};
+static struct task_frame fr_timer = {0x2105, "app::timer_task::{closure#0}", "/app", 0x2105, false};
+static struct task_frame fr_semi = {0x3005, "<[u8; 4] as app::Foo>::bar\nx", "/app", 0x3005, false};
+static struct task_frame fr_libc = {0x7f0000001234, NULL, "/usr/lib/libc.so.6", 0x1234, false};
+static struct task_frame fr_anon = {0x5000, NULL, NULL, 0, false};
 
 struct samples {
 	struct task_frame a[4], b[4], c[3];
@@ -170,8 +170,114 @@ static void test_agg_bounded(void **state)
 	assert_int_equal(a.nnodes, nodes);
 	assert_int_equal(a.names.n, 1 + 6);
 	assert_int_equal(a.nsamples, 1000004);
+	assert_int_equal(stack_agg_sort(&a), 0); /* sums the totals */
 	assert_int_equal(a.nodes[0].total, (10 + 5 + 7 + 3) * 250001ULL);
 	stack_agg_free(&a);
+}
+
+/* Adds s to a the slow way: display names built and interned one by one, then the trie walk,
+ * which is what the caches of stack_agg_add_sample() stand in for. */
+static void add_uncached(struct stack_agg *a, const struct task_sample *s)
+{
+	uint32_t names[D9_AGG_MAX_DEPTH];
+	size_t n = s->nframes < D9_AGG_MAX_DEPTH ? s->nframes : D9_AGG_MAX_DEPTH;
+	char *buf = NULL;
+	size_t cap = 0;
+
+	a->nsamples++;
+	if (!s->weight_count)
+		return;
+	if (!n) {
+		const char *m = stack_missing_name(s->stack_error);
+
+		assert_int_equal(intern_id(&a->names, m, strlen(m), &names[0]), 0);
+		assert_int_equal(stack_agg_add(a, names, 1, s->weight_count), 0);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int len = stack_frame_name(&s->frames[n - 1 - i], &buf, &cap);
+
+		assert_true(len >= 0);
+		assert_int_equal(intern_id(&a->names, buf, (size_t)len, &names[i]), 0);
+	}
+	free(buf);
+	assert_int_equal(stack_agg_add(a, names, n, s->weight_count), 0);
+}
+
+static void assert_same_tries(struct stack_agg *x, struct stack_agg *y)
+{
+	assert_int_equal(stack_agg_sort(x), 0);
+	assert_int_equal(stack_agg_sort(y), 0);
+	assert_int_equal(x->nnodes, y->nnodes);
+	assert_int_equal(x->nsamples, y->nsamples);
+	for (size_t i = 0; i < x->nnodes; i++) {
+		assert_string_equal(stack_node_name(x, (uint32_t)i),
+				    stack_node_name(y, (uint32_t)i));
+		assert_int_equal(x->nodes[i].parent, y->nodes[i].parent);
+		assert_int_equal(x->nodes[i].self, y->nodes[i].self);
+		assert_int_equal(x->nodes[i].total, y->nodes[i].total);
+	}
+}
+
+/* The frame and stack caches change nothing: equal text at other addresses, names that only
+ * differ by ';', unnamed frames told apart by offset, stacks deeper than the trie keeps, and
+ * sorting midway (weights gathered in the cache are moved into the trie, once). */
+static void test_agg_caches_match_walk(void **state)
+{
+	static const char *const texts[] = {"a::f", "a;f", "a,f", "b::g\x01", "c::h", "a::f"};
+	char *names[6];
+	const char *mods[] = {"/lib/libc.so.6", "/lib/x;y.so", NULL};
+	struct task_frame pool[40], stacks[64][300];
+	size_t depth[64];
+	struct stack_agg x, y;
+	uint64_t r = 12345;
+
+	(void)state;
+	for (int i = 0; i < 6; i++)
+		names[i] = strdup(texts[i]); /* "a::f" twice, at two addresses */
+	for (int i = 0; i < 40; i++) {
+		pool[i] = (struct task_frame){.addr = 0x1000 + (uint64_t)i};
+		if (i < 24) {
+			pool[i].name = names[i % 6];
+			pool[i].module = mods[i % 3];
+		} else {
+			pool[i].module = mods[i % 3];
+			pool[i].file_offset = (uint64_t)(i % 5) * 0x10;
+		}
+	}
+	for (int k = 0; k < 64; k++) {
+		depth[k] = k == 0 ? 300 : k == 1 ? 0 : 1 + (size_t)k % 9;
+		for (size_t j = 0; j < depth[k]; j++) {
+			r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+			stacks[k][j] = pool[(r >> 33) % 40];
+		}
+	}
+	/* Stacks that differ only in the offset of an unnamed frame (same module). */
+	stacks[2][0] = stacks[4][0] = pool[24];
+	stacks[3][0] = stacks[5][0] = pool[27];
+	stacks[4][1] = stacks[5][1] = pool[0];
+	depth[2] = depth[3] = 1;
+	depth[4] = depth[5] = 2;
+	assert_int_equal(stack_agg_init(&x), 0);
+	assert_int_equal(stack_agg_init(&y), 0);
+	for (int i = 0; i < 20000; i++) {
+		int k = (int)((uint64_t)i * 2654435761u % 64);
+		struct task_sample s = {.weight_count = (uint64_t)(i % 7),
+					.stack_error = i % 3 ? 0 : -EFAULT,
+					.nframes = depth[k],
+					.frames = stacks[k]};
+
+		assert_int_equal(stack_agg_add_sample(&x, &s), 0);
+		add_uncached(&y, &s);
+		if (i == 10000)
+			assert_same_tries(&x, &y);
+	}
+	assert_same_tries(&x, &y);
+	assert_same_tries(&x, &y);
+	stack_agg_free(&x);
+	stack_agg_free(&y);
+	for (int i = 0; i < 6; i++)
+		free(names[i]);
 }
 
 static void test_intern_and_index(void **state)
@@ -219,7 +325,7 @@ static void fill_of(const char *svg, const char *name, int rgb[3])
 
 static void test_flamegraph_svg(void **state)
 {
-	struct task_frame bad[] = {{0x1, "bad\xff\xfe<utf8>&", "/app", 1}};
+	struct task_frame bad[] = {{0x1, "bad\xff\xfe<utf8>&", "/app", 1, false}};
 	struct samples x;
 	struct task_sample s[6];
 	char *svg;
@@ -261,6 +367,7 @@ int main(void)
 	    cmocka_unit_test(test_folded_empty_and_weightless),
 	    cmocka_unit_test(test_folded_abort_removes),
 	    cmocka_unit_test(test_agg_bounded),
+	    cmocka_unit_test(test_agg_caches_match_walk),
 	    cmocka_unit_test(test_intern_and_index),
 	    cmocka_unit_test(test_flamegraph_svg),
 	};
