@@ -53,3 +53,10 @@ else
 	echo "no $SAMPLES written" >&2
 	exit 1
 fi
+
+echo
+echo "files: $(cd "$OUT" && ls | tr '\n' ' ')"
+echo "  perf report -i $OUT/perf.data    go tool pprof -top $OUT/profile.pb.gz"
+echo "  open $OUT/flamegraph.svg in a browser"
+echo
+"$PROFILER" report "$OUT" | head -40
