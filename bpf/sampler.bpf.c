@@ -506,8 +506,9 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	ws->selected++;
 
 	f->selected = 1;
-	/* Both fixed point with 32 fractional bits, both <= 1. */
-	f->prob = (ws->prob * arm->duty) >> D9_PROB_SHIFT;
+	/* Both fixed point with 32 fractional bits and <= 1, so up to 2^32 each: their product
+	 * would overflow 64 bits at 1 x 1. Drop one bit of each first. */
+	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
 	f->epoch = epoch;
 	f->worker = key;
 	/* Exact only when the probes stayed attached since that return was observed. */

@@ -384,6 +384,8 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
 	ts.task_id = s->task_id;
 	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
+	if (!(ts.prob > 0))
+		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts.epoch = s->epoch;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
