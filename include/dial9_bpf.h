@@ -97,9 +97,6 @@ struct d9_arming {
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */
 enum d9_park_point {
 	D9_PARK_NONE = 0,
-	D9_PARK_CLONE_WAKER = 1,
-	D9_PARK_WAKE_BY_REF = 2,
-	D9_PARK_WAKE_BY_VAL = 3,
 	D9_PARK_LEAF = 4,  /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
 	D9_PARK_YIELD = 5, /* tokio::task::yield_now */
 };

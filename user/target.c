@@ -55,12 +55,6 @@ const char *probe_kind_name(enum probe_kind k)
 const char *park_point_name(uint32_t cookie)
 {
 	switch (cookie) {
-	case D9_PARK_CLONE_WAKER:
-		return "clone_waker";
-	case D9_PARK_WAKE_BY_REF:
-		return "wake_by_ref";
-	case D9_PARK_WAKE_BY_VAL:
-		return "wake_by_val";
 	case D9_PARK_LEAF:
 		return "resource_poll";
 	case D9_PARK_YIELD:

@@ -5,6 +5,7 @@ run_all() prints one PASS/FAIL line per test and writes "passed failed" to --sum
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,40 @@ DEMO_FP = os.path.join(ROOT, "build", "demo-fp")
 DEMO_NOFP = os.path.join(ROOT, "build", "demo-nofp")
 
 _tests = []
+
+# The demo's async fns, as stack frames name them.
+DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
+            "channel_kind_consumer", "blocking_kind_task")
+
+_tmpdirs = []
+_perf_home = []
+
+
+def tmpdir(prefix):
+    """A temporary directory that remove_tmpdirs() deletes (unless D9_KEEP_OUTPUT is set)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    _tmpdirs.append(d)
+    return d
+
+
+def remove_tmpdirs():
+    if not os.environ.get("D9_KEEP_OUTPUT"):
+        for d in _tmpdirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def perf(*args, home=None, timeout=120):
+    """perf with its own HOME: no ~/.debug build-id cache or ~/.perfconfig of the machine."""
+    if home is None:
+        if not _perf_home:
+            _perf_home.append(tmpdir("d9perf-home-"))
+        home = _perf_home[0]
+    env = dict(os.environ, HOME=home)
+    env.pop("PERF_BUILDID_DIR", None)
+    p = subprocess.run(["perf", *args], capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    assert p.returncode == 0, f"perf {' '.join(args)} exited {p.returncode}: {p.stderr[-800:]}"
+    return p.stdout
 
 
 def test(fn):

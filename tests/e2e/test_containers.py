@@ -18,10 +18,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import DEMO_FP, TOOL, read_metadata, read_samples, run_all, test
+from harness import DEMO_FNS, DEMO_FP, TOOL, read_metadata, read_samples, run_all, test
 
-DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
 NO_SYS_ADMIN = ["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", "--inh-caps",
                 "-sys_admin,-checkpoint_restore"]
 

@@ -7,11 +7,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FP, TOOL, Demo, complete_epochs, read_metadata, read_samples, run_all,
+from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, complete_epochs, read_metadata, read_samples, run_all,
                      run_tool, test)
 
-DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
 KIND_OF = {"cpu_kind_task": "cpu", "timer_kind_task": "timer", "channel_kind_producer": "channel",
            "channel_kind_consumer": "channel", "blocking_kind_task": "blocking"}
 

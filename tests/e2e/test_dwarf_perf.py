@@ -23,34 +23,13 @@ import subprocess
 import sys
 import tempfile
 
-from harness import DEMO_NOFP, Demo, read_metadata, read_samples, run_all, run_tool, test
+from harness import (DEMO_FNS, DEMO_NOFP, Demo, perf, read_metadata, read_samples, remove_tmpdirs,
+                     run_all, run_tool, test, tmpdir)
 
-DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
 RAW_EVENT = "task-sample-raw"
 RECORD_S = 5
 
 _cache = {}
-_tmpdirs = []
-
-
-def tmpdir(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _tmpdirs.append(d)
-    return d
-
-
-def perf(*args, home=None):
-    """perf with its own HOME: no ~/.debug build-id cache or ~/.perfconfig of the machine."""
-    if home is None:
-        if "home" not in _cache:
-            _cache["home"] = tmpdir("d9dwarf-home-")
-        home = _cache["home"]
-    env = dict(os.environ, HOME=home)
-    env.pop("PERF_BUILDID_DIR", None)
-    p = subprocess.run(["perf", *args], capture_output=True, text=True, env=env, timeout=120)
-    assert p.returncode == 0, f"perf {' '.join(args)} exited {p.returncode}: {p.stderr[-800:]}"
-    return p.stdout
 
 
 # perf script -F comm,tid,time,event,period,ip,sym --ns: a header line per sample, then one
@@ -251,7 +230,5 @@ if __name__ == "__main__":
     finally:
         if "demo" in _cache:
             _cache["demo"].stop()
-        if not os.environ.get("D9_KEEP_OUTPUT"):
-            for d in _tmpdirs:
-                shutil.rmtree(d, ignore_errors=True)
+        remove_tmpdirs()
     raise SystemExit(rc)

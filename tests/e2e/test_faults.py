@@ -21,11 +21,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FP, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
+from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
                      test)
 
-DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
 
 # Preloaded into the demo: exec another program when a trigger file appears, or spawn and join
 # threads at a given rate. The demo has no flag for either.

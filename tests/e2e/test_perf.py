@@ -14,38 +14,12 @@ import subprocess
 import tempfile
 import time
 
-from harness import DEMO_FP, DEMO_NOFP, TOOL, Demo, read_samples, run_all, run_tool, test
+from harness import (DEMO_FNS, DEMO_FP, DEMO_NOFP, Demo, TOOL, perf, read_samples, remove_tmpdirs,
+                     run_all, run_tool, test, tmpdir)
 
-DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
 RECORD_S = 6
 
 _cache = {}
-_tmpdirs = []
-
-
-def tmpdir(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _tmpdirs.append(d)
-    return d
-
-
-def perf_env(home=None):
-    """perf with its own HOME: no ~/.debug build-id cache or ~/.perfconfig of the machine."""
-    if home is None:
-        if "home" not in _cache:
-            _cache["home"] = tmpdir("d9perf-home-")
-        home = _cache["home"]
-    env = dict(os.environ, HOME=home)
-    env.pop("PERF_BUILDID_DIR", None)
-    return env
-
-
-def perf(*args, home=None):
-    p = subprocess.run(["perf", *args], capture_output=True, text=True, env=perf_env(home),
-                       timeout=60)
-    assert p.returncode == 0, f"perf {' '.join(args)} exited {p.returncode}: {p.stderr[-800:]}"
-    return p.stdout
 
 
 def demo():
@@ -287,7 +261,5 @@ if __name__ == "__main__":
     finally:
         if "demo" in _cache:
             _cache["demo"][0].stop()
-        if not os.environ.get("D9_KEEP_OUTPUT"):
-            for d in _tmpdirs:
-                shutil.rmtree(d, ignore_errors=True)
+        remove_tmpdirs()
     raise SystemExit(rc)
