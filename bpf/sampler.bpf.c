@@ -51,6 +51,11 @@ const volatile __u64 pidns_dev = 0;
 const volatile __u64 pidns_ino = 0;
 /* Bytes of user stack copied for DWARF unwinding; 0 = frame pointers only. */
 const volatile __u32 raw_stack_bytes = 0;
+/* BPF_RB_NO_WAKEUP: the loader reads the ring on its own schedule, outside armed windows.
+ * A wakeup per record would run the loader, on a core a worker needs, while the window is
+ * open: with 2 busy workers on 2 cores that halved the CPU-bound tasks' poll rate inside
+ * windows, and every estimate built on it. */
+const volatile __u64 rb_flags = 0;
 
 struct frame {
 	__u64 hdr;
@@ -73,6 +78,11 @@ struct thread_state {
 	__u32 run_depth; /* frames enclosing the worker loop (its blocking-task poll) */
 	__u64 generation;
 	__u64 worker_ptr;
+	/* In-gate time of this thread not yet handed to its worker's epoch (d9_gate_time). */
+	__u64 last_event_ns;
+	__u32 parked;
+	__u32 pad;
+	struct d9_gate_time gate;
 	struct frame frames[D9_MAX_NEST];
 };
 
@@ -229,7 +239,8 @@ static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
 	e->prob = ws->prob;
 	e->calibrating = ws->calibrating;
 	e->last_tid = ws->last_tid;
-	bpf_ringbuf_submit(e, 0);
+	e->gate = ws->gate;
+	bpf_ringbuf_submit(e, rb_flags);
 }
 
 /*
@@ -237,7 +248,8 @@ static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
  * after that p = min(1, hz / eligible transitions of the previous epoch), and p = 1 when the
  * previous epoch was idle or further back than one epoch.
  */
-static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __u64 epoch)
+static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __u64 epoch,
+				       __u64 duty)
 {
 	__u64 prev = ws->eligible;
 	bool consecutive = epoch == ws->epoch + 1;
@@ -251,6 +263,10 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 		if (covered > D9_NSEC_PER_SEC / 100 && covered < D9_NSEC_PER_SEC)
 			prev = prev * D9_NSEC_PER_SEC / covered;
 	}
+	/* Windows: the previous epoch's count was seen through its duty and this one's is seen
+	 * through the current duty, which the loader changes from epoch to epoch. */
+	if (consecutive && prev > 0 && ws->duty && duty != ws->duty)
+		prev = prev * (duty >> 16) / ((ws->duty >> 16) | 1);
 	if (consecutive && prev > 0) {
 		__u64 p = (per_worker_hz << D9_PROB_SHIFT) / prev;
 
@@ -264,6 +280,9 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	ws->refused = 0;
 	ws->capped = 0;
 	ws->calibrating = 0;
+	ws->gate.hits = 0;
+	ws->gate.busy_ns = 0;
+	ws->gate.idle_ns = 0;
 }
 
 static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now)
@@ -333,7 +352,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 
 			if (len > D9_MAX_RAW_STACK)
 				len = D9_MAX_RAW_STACK;
-			if (bpf_ringbuf_output(&events, raw, D9_RAW_STACK_HDR + len, 0))
+			if (bpf_ringbuf_output(&events, raw, D9_RAW_STACK_HDR + len, rb_flags))
 				count(D9_CNT_RB_DROPS);
 		}
 	}
@@ -371,7 +390,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 		__builtin_memcpy(s->stack, sb->ips, sizeof(s->stack));
 	else
 		s->stack_bytes = s->stack_bytes > 0 ? 0 : s->stack_bytes;
-	bpf_ringbuf_submit(s, 0);
+	bpf_ringbuf_submit(s, rb_flags);
 }
 
 /*
@@ -439,6 +458,30 @@ static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid,
 	t->generation = gen;
 }
 
+static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
+{
+	return now >= arm->window_start && now < arm->window_end;
+}
+
+/* Charges the time since the thread's previous probe event, clipped to the gate, to busy or
+ * idle, and counts the hit. parks: this event is the worker parking. */
+static __always_inline void gate_account(struct thread_state *t, const struct d9_arming *arm,
+					 __u64 now, bool parks)
+{
+	if (in_gate(arm, now)) {
+		__u64 from =
+		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
+
+		if (t->parked)
+			t->gate.idle_ns += now - from;
+		else
+			t->gate.busy_ns += now - from;
+		t->gate.hits++;
+	}
+	t->last_event_ns = now;
+	t->parked = parks;
+}
+
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 {
 	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
@@ -459,6 +502,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	if (!t || !arm)
 		return 0;
 	drop_stale_frames(t, tid, arm->generation);
+	gate_account(t, arm, now, false);
 	finish_frames(t, tid, sp, now);
 	depth = t->depth;
 	if (depth >= D9_MAX_NEST) {
@@ -493,8 +537,17 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	if (!ws)
 		return 0;
 	ws->last_tid = tid;
+	/* The thread's in-gate time since its last eligible transition: mostly this epoch's,
+	 * so handed over before a roll closes it. */
+	ws->gate.hits += t->gate.hits;
+	ws->gate.busy_ns += t->gate.busy_ns;
+	ws->gate.idle_ns += t->gate.idle_ns;
+	t->gate.hits = 0;
+	t->gate.busy_ns = 0;
+	t->gate.idle_ns = 0;
 	if (ws->epoch != epoch)
-		epoch_roll(key, ws, epoch);
+		epoch_roll(key, ws, epoch, arm->duty);
+	ws->duty = arm->duty;
 	ws->eligible++;
 	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
 		return 0;
@@ -509,6 +562,8 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	/* Both fixed point with 32 fractional bits and <= 1, so up to 2^32 each: their product
 	 * would overflow 64 bits at 1 x 1. Drop one bit of each first. */
 	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
+	if (arm->duty < D9_PROB_ONE)
+		f->flags |= D9_SF_WINDOWED;
 	f->epoch = epoch;
 	f->worker = key;
 	/* Exact only when the probes stayed attached since that return was observed. */
@@ -539,6 +594,7 @@ static __always_inline int on_worker_park(void)
 	if (!t || !arm)
 		return 0;
 	drop_stale_frames(t, tid, arm->generation);
+	gate_account(t, arm, now, true);
 	/* Every task poll of this thread has returned; the worker's own blocking-task poll,
 	 * which encloses the worker loop, has not. */
 	for (int i = 0; i < D9_MAX_NEST; i++) {
@@ -612,11 +668,17 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *t = thread_get(tid, false);
+	struct d9_arming *arm;
 	struct stack_buf *sb;
 	struct frame *f;
-	__u32 depth;
+	__u32 depth, zero = 0;
 
-	if (!t || t->depth == 0)
+	if (!t)
+		return 0;
+	arm = bpf_map_lookup_elem(&arming, &zero);
+	if (arm)
+		gate_account(t, arm, bpf_ktime_get_ns(), false);
+	if (t->depth == 0)
 		return 0;
 	depth = t->depth - 1;
 	if (depth >= D9_MAX_NEST)
@@ -705,6 +767,6 @@ int BPF_KPROBE(worker_run, __u64 worker)
 	w->tid = tid;
 	w->worker = worker;
 	w->ts_ns = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(w, 0);
+	bpf_ringbuf_submit(w, rb_flags);
 	return 0;
 }

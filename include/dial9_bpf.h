@@ -60,6 +60,7 @@ enum d9_sample_flags {
 	D9_SF_FREED = 1 << 4,	      /* the task was deallocated inside the poll */
 	D9_SF_CAPPED = 1 << 5,	      /* the cap had refused a selection earlier in this epoch */
 	D9_SF_IDLE_KNOWN = 1 << 6,    /* the previous Pending return was observed: idle is exact */
+	D9_SF_WINDOWED = 1 << 7,      /* selected inside an armed window (duty < 1) */
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
@@ -120,6 +121,18 @@ struct d9_sample {
 	__u64 stack[D9_MAX_STACK_DEPTH];
 };
 
+/*
+ * What a worker did while a window's gate was open: the probes slow it down there (each hit
+ * costs ~1 us), so a CPU-bound worker makes fewer transitions inside windows than outside,
+ * and windows alone would under-estimate them. The loader turns these into the worker's
+ * in-window slowdown: probe time (hits x cost per hit) that its idle time could not absorb,
+ * as a share of its time (see collector.c).
+ */
+struct d9_gate_time {
+	__u64 hits;    /* probe hits on the worker's thread */
+	__u64 busy_ns; /* between events while not parked */
+	__u64 idle_ns; /* parked (Context::park / park_timeout) */
+};
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */
 struct d9_epoch {
@@ -133,6 +146,7 @@ struct d9_epoch {
 	__u64 prob;
 	__u32 calibrating;
 	__u32 last_tid;
+	struct d9_gate_time gate;
 };
 
 struct d9_worker_seen {
@@ -153,10 +167,12 @@ struct d9_worker_state {
 	__u64 refill_ns;
 	__u64 rng;
 	__u64 first_ns; /* when the worker was first seen: its calibrating epoch is partial */
+	__u64 duty;	/* window duty of its last eligible transition */
 	__u32 capped;
 	__u32 calibrating;
 	__u32 last_tid;
 	__u32 pad;
+	struct d9_gate_time gate; /* this epoch's, emitted with it */
 };
 
 /* Counters the loader reports in metadata.json (per-CPU array, index = enum value). */

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "arming.h"
@@ -14,15 +16,21 @@
 #include "target.h"
 
 #define NSEC 1000000000ULL
-/* Shortest window worth arming for: attaching takes ~1-2 ms. */
-#define MIN_WINDOW_NS 2000000ULL
 #define MAX_WINDOWS_PER_SEC 4
+/* Each window costs the tool an attach and a detach (~1-1.5 ms of CPU on the project's VMs,
+ * which a target using every core pays for): at most this share of the budget goes to them.
+ * More, shorter windows make each epoch's count steadier. */
+#define WINDOW_BUDGET_SHARE 0.25
+#define MIN_WINDOW_NS 1000000.0
 /* After attaching, before the gate opens (see run_windows). */
 #define SETTLE_NS 5000000ULL
-#define MIN_DUTY 0.001
+#define MIN_DUTY 0.002
 #define INITIAL_DUTY 0.005
-/* At or above this duty, windows save too little to pay for arming cycles. */
-#define CONTINUOUS_DUTY 0.9
+/* At or above this duty, windows save too little to pay for arming cycles, and the attach
+ * and detach latencies (~0.1 s) no longer fit between windows. */
+#define CONTINUOUS_DUTY 0.5
+/* Until the program's run time is measured. */
+#define DEFAULT_BPF_RUN_NS 400.0
 
 static uint64_t mono_ns(void)
 {
@@ -30,6 +38,24 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t process_cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * NSEC +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000;
 }
 
 /* Sleeps until the monotonic time t or until asked to stop; returns false if stopping. */
@@ -110,6 +136,15 @@ static uint64_t target_cpu_ns(int pid)
 	return (ut + st) * (NSEC / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
+/* Averages of what one arming cycle costs the tool, for the schedule. */
+static void note_cycle_cost(struct arming *a, uint64_t cpu, uint64_t wall)
+{
+	a->window_cpu_ns =
+	    a->window_cpu_ns ? 0.8 * a->window_cpu_ns + 0.2 * (double)cpu : (double)cpu;
+	a->window_wall_ns =
+	    a->window_wall_ns ? 0.8 * a->window_wall_ns + 0.2 * (double)wall : (double)wall;
+}
+
 static int arm(struct arming *a)
 {
 	uint64_t t0 = mono_ns(), dt;
@@ -139,17 +174,15 @@ static void disarm(struct arming *a)
 
 /* One second of the schedule: up to MAX_WINDOWS_PER_SEC slots, one window each at a uniform
  * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
-static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint32_t *nwin,
-		       uint64_t *armed)
+static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
+		       uint32_t *nwin, uint64_t *armed)
 {
-	uint64_t k = (uint64_t)floor(duty * (double)NSEC / (double)MIN_WINDOW_NS);
 	struct {
 		uint64_t a, b;
 	} pieces[2 * MAX_WINDOWS_PER_SEC];
 	size_t n = 0;
 	uint64_t slot, w;
 
-	k = k < 1 ? 1 : k > MAX_WINDOWS_PER_SEC ? MAX_WINDOWS_PER_SEC : k;
 	slot = NSEC / k;
 	w = (uint64_t)(duty * (double)slot);
 	for (uint64_t i = 0; i < k; i++) {
@@ -175,7 +208,7 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 			pieces[j - 1].b = tb;
 		}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t start = pieces[i].a, end = pieces[i].b, since;
+		uint64_t start = pieces[i].a, end = pieces[i].b, since, cpu0, wall0, wall1;
 
 		while (i + 1 < n && pieces[i + 1].a <= end)
 			end = pieces[++i].b > end ? pieces[i].b : end;
@@ -185,18 +218,30 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 		 * ahead instead would keep the probes in place, and paid for, before the gate. */
 		if (!sleep_until(a, start))
 			return 0;
-		if (arm(a))
+		a->window_open = 1;
+		cpu0 = thread_cpu_ns();
+		wall0 = mono_ns();
+		if (arm(a)) {
+			a->window_open = 0;
 			return a->error;
+		}
+		wall1 = mono_ns();
 		/* Installing breakpoints rewrites the target's text pages, and its threads stall
 		 * for a few ms on the copies (faults on the mmap lock the install held): let
 		 * that pass before the gate opens, or windows see the target slowed. */
 		since = mono_ns();
-		sleep_until(a, since + SETTLE_NS);
+		/* The gate opens by itself at its start time: waking up to open it would take a
+		 * core from a worker just as the window begins. */
 		set_window(a, since + SETTLE_NS, since + SETTLE_NS + (end - start), duty, since);
 		(*nwin)++;
 		sleep_until(a, since + SETTLE_NS + (end - start));
 
+		wall0 = mono_ns() - (wall1 - wall0); /* attach's wall time, plus detach's below */
 		disarm(a);
+		a->window_open = 0;
+		note_cycle_cost(a, thread_cpu_ns() - cpu0, mono_ns() - wall0);
+		if (a->notify_fd >= 0)
+			eventfd_write(a->notify_fd, 1);
 		*armed += end - start;
 		if (a->stop)
 			return 0;
@@ -204,30 +249,91 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 	return 0;
 }
 
+double arming_hit_cost_ns(struct arming *a)
+{
+	double c;
+
+	pthread_mutex_lock(&a->lock);
+	c = a->cost.entry_ns + a->bpf_run_ns;
+	pthread_mutex_unlock(&a->lock);
+	return c;
+}
+
+/* The probe program's mean run time since the last call, from the kernel's statistics: the
+ * calibration's counting program is nearly free, the real one is not (~0.4 us). */
+static void update_bpf_run_ns(struct arming *a)
+{
+	struct bpf_prog_info info = {};
+	uint32_t len = sizeof(info);
+
+	if (a->stats_fd < 0 ||
+	    bpf_obj_get_info_by_fd(bpf_program__fd(a->skel->progs.probe_entry), &info, &len))
+		return;
+	if (info.run_cnt >= a->run_cnt0 + 1000) {
+		double ns = (double)(info.run_time_ns - a->run_time0) /
+			    (double)(info.run_cnt - a->run_cnt0);
+
+		pthread_mutex_lock(&a->lock);
+		a->bpf_run_ns = ns;
+		pthread_mutex_unlock(&a->lock);
+		a->run_time0 = info.run_time_ns;
+		a->run_cnt0 = info.run_cnt;
+	}
+}
+
 /* CPU the probes cost the target: hits (polls, park points, deallocs) x one hit's cost. */
-static double probe_cpu(const struct arming *a, uint64_t dhits, uint64_t dxol)
+static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol)
 {
 	double xol = (double)(dxol < dhits ? dxol : dhits);
 
-	return ((double)dhits - xol) * a->cost.entry_ns + xol * a->cost.xol_ns;
+	return ((double)dhits - xol) * arming_hit_cost_ns(a) +
+	       xol * (a->cost.xol_ns + a->bpf_run_ns);
 }
 
-/* The duty that spends `budget` of the target's own CPU, from the last epoch's figures. */
-static double next_duty(const struct arming *a, double probe_ns, double own_ns, uint64_t armed_ns)
+/* Windows per second for a duty: as many as the budget pays for, up to MAX_WINDOWS_PER_SEC,
+ * each at least MIN_WINDOW_NS, and fitting with their attach and detach times between them. */
+static uint64_t windows_for(const struct arming *a, double duty, double budget_ns)
 {
-	double armed_cost_per_s, duty;
+	double afford =
+	    a->window_cpu_ns > 0 ? WINDOW_BUDGET_SHARE * budget_ns / a->window_cpu_ns : 1;
+	uint64_t k = afford < 1 ? 1 : (uint64_t)afford;
+
+	if ((double)k > duty * (double)NSEC / MIN_WINDOW_NS)
+		k = (uint64_t)(duty * (double)NSEC / MIN_WINDOW_NS);
+	k = k < 1 ? 1 : k > MAX_WINDOWS_PER_SEC ? MAX_WINDOWS_PER_SEC : k;
+	while (k > 1 && (double)k * (duty * (double)NSEC / (double)k + a->window_wall_ns +
+				     (double)SETTLE_NS) >
+			    0.8 * (double)NSEC)
+		k--;
+	return k;
+}
+
+/*
+ * The duty that spends `budget` of the target's own CPU, from the last epoch's figures. The
+ * budget covers the probes (hits x cost, in proportion to duty) and the tool's own CPU: its
+ * attach and detach per window and the rest (reading and writing samples), which a target
+ * using every core pays for as much as for probe hits.
+ */
+static double next_duty(struct arming *a, double probe_ns, double own_ns, uint64_t armed_ns,
+			double tool_other_ns)
+{
+	double armed_cost_per_s, duty, avail;
 
 	if (!armed_ns)
 		return a->duty;
 	armed_cost_per_s = probe_ns / ((double)armed_ns / (double)NSEC);
 	if (armed_cost_per_s <= 0)
 		return a->duty * 2; /* nothing hit the probes: arm more to learn */
-	duty = a->budget * own_ns / armed_cost_per_s;
+	avail = a->budget * own_ns - tool_other_ns;
+	duty = (avail - a->window_cpu_ns) / armed_cost_per_s;
+	duty = (avail - (double)windows_for(a, duty, a->budget * own_ns) * a->window_cpu_ns) /
+	       armed_cost_per_s;
 	/* Grow slowly, shrink at once: overshooting the budget is the error to avoid. */
 	return duty > 2 * a->duty ? 2 * a->duty : duty;
 }
 
-static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, double overhead)
+static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,
+		      double overhead)
 {
 	if (a->nlog == a->caplog) {
 		size_t ncap = a->caplog ? a->caplog * 2 : 64;
@@ -238,34 +344,42 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, double ov
 		a->log = np;
 		a->caplog = ncap;
 	}
-	a->log[a->nlog++] = (struct arming_epoch){epoch, a->duty, nwin, overhead};
+	a->log[a->nlog++] = (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead};
 }
 
 static void *arming_thread(void *arg)
 {
 	struct arming *a = arg;
 	uint64_t hits0 = counter(a, D9_CNT_HITS), xol0 = counter(a, D9_CNT_HITS_XOL);
-	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0;
+	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0, tool0 = process_cpu_ns();
+	uint32_t nwin_prev = 0;
 	bool continuous = false;
 
 	while (!a->stop) {
-		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, armed = 0;
-		double overhead, duty, probe_ns, own_ns;
+		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, tool, armed = 0, k;
+		double overhead, duty, probe_ns, own_ns, tool_ns, tool_other_ns;
 		uint32_t nwin = 0;
 
+		update_bpf_run_ns(a);
 		hits = counter(a, D9_CNT_HITS);
 		xol = counter(a, D9_CNT_HITS_XOL);
 		cpu = target_cpu_ns(a->t->pid);
+		tool = process_cpu_ns();
 		probe_ns = probe_cpu(a, hits - hits0, xol - xol0);
 		own_ns = (double)(cpu - cpu0) - probe_ns;
 		/* An idle target: a millisecond of CPU per second as the reference. */
 		if (own_ns < 1e6)
 			own_ns = 1e6;
-		overhead = probe_ns / own_ns;
-		duty = next_duty(a, probe_ns, own_ns, armed_prev);
+		tool_ns = (double)(tool - tool0);
+		tool_other_ns = tool_ns - nwin_prev * a->window_cpu_ns;
+		if (tool_other_ns < 0)
+			tool_other_ns = 0;
+		overhead = (probe_ns + tool_ns) / own_ns;
+		duty = next_duty(a, probe_ns, own_ns, armed_prev, tool_other_ns);
 		pthread_mutex_lock(&a->lock);
 		a->probe_cpu_ns += (uint64_t)probe_ns;
 		a->target_cpu_ns += cpu - cpu0;
+		a->tool_cpu_ns += tool - tool0;
 		a->last_overhead = overhead;
 		if (a->nlog)
 			a->log[a->nlog - 1].est_overhead = overhead;
@@ -273,6 +387,7 @@ static void *arming_thread(void *arg)
 		hits0 = hits;
 		xol0 = xol;
 		cpu0 = cpu;
+		tool0 = tool;
 		a->duty = duty < MIN_DUTY ? MIN_DUTY : duty >= CONTINUOUS_DUTY ? 1.0 : duty;
 		if (a->budget >= 1.0)
 			a->duty = 1.0;
@@ -287,26 +402,29 @@ static void *arming_thread(void *arg)
 			}
 			armed = (epoch + 1) * NSEC - now;
 			pthread_mutex_lock(&a->lock);
-			log_epoch(a, epoch, nwin, 0);
+			log_epoch(a, epoch, nwin, armed, 0);
 			a->armed_ns += armed;
 			a->windows += nwin;
 			pthread_mutex_unlock(&a->lock);
 			sleep_until(a, (epoch + 1) * NSEC);
 			armed_prev = armed;
+			nwin_prev = 0;
 			continue;
 		}
 		if (continuous) {
 			disarm(a);
 			continuous = false;
 		}
-		if (run_windows(a, epoch * NSEC, a->duty, &nwin, &armed))
+		k = windows_for(a, a->duty, a->budget * own_ns);
+		if (run_windows(a, epoch * NSEC, a->duty, k, &nwin, &armed))
 			break;
 		pthread_mutex_lock(&a->lock);
-		log_epoch(a, epoch, nwin, 0);
+		log_epoch(a, epoch, nwin, armed, 0);
 		a->armed_ns += armed;
 		a->windows += nwin;
 		pthread_mutex_unlock(&a->lock);
 		armed_prev = armed;
+		nwin_prev = nwin;
 		sleep_until(a, (epoch + 1) * NSEC);
 	}
 	disarm(a);
@@ -318,6 +436,10 @@ int arming_start(struct arming *a)
 	int err;
 
 	pthread_mutex_init(&a->lock, NULL);
+	a->bpf_run_ns = DEFAULT_BPF_RUN_NS;
+	/* Off by default in the kernel; on while this fd is open, for this tool's programs. */
+	a->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	a->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
 	a->rng |= 1;
 	a->duty = a->budget >= 1.0 ? 1.0 : INITIAL_DUTY;
@@ -348,5 +470,11 @@ void arming_free(struct arming *a)
 {
 	free(a->log);
 	a->log = NULL;
+	if (a->notify_fd >= 0)
+		close(a->notify_fd);
+	a->notify_fd = -1;
+	if (a->stats_fd >= 0)
+		close(a->stats_fd);
+	a->stats_fd = -1;
 	a->nlog = a->caplog = 0;
 }

@@ -9,10 +9,18 @@
  * unbiased: window placement is random (uniform over each slot, wrapping inside the slot), so
  * every instant is covered with probability exactly duty.
  *
- * Known problem, measured on the demo: with windows, transitions of CPU-bound tasks (a loop
- * of work + yield_now) are found at about half their true rate inside windows, while timer
- * and channel tasks are counted within 5%; always-armed runs count all within 4%. Until the
- * cause is found, windows are opt-in (--overhead-budget below 100).
+ * The budget covers probe hits (hits x the calibrated trap cost + the program's measured run
+ * time) and the tool's own CPU (an attach and detach per window, reading samples), which a
+ * target using every core pays for as much. While a window is open the loader neither wakes
+ * up for samples (they are submitted without wakeups) nor reads them: doing so took a core
+ * from a worker exactly while transitions were counted, and halved the CPU-bound tasks' count.
+ *
+ * Known limit, measured on the demo: inside windows the probes slow a saturated worker
+ * (x2 CPU per poll on 3.5 us polls). Each sample's probability is corrected by its worker's
+ * measured in-window slowdown (collector.c), but that correction is one factor per worker:
+ * on the mix demo CPU-bound tasks still come out at 0.6-0.85 of their true count and
+ * clock-driven ones up to ~1.6; all transitions together at 0.78-0.87. With
+ * --overhead-budget 100 (probes always attached) every kind is within 4%.
  */
 #ifndef D9_ARMING_H
 #define D9_ARMING_H
@@ -30,7 +38,8 @@ struct arming_epoch {
 	uint64_t epoch;
 	double duty;
 	uint32_t windows;
-	double est_overhead; /* probe CPU / target's own CPU, from this epoch's hits */
+	uint64_t gate_ns;    /* time the gate was really open in this epoch's windows */
+	double est_overhead; /* (probe CPU + tool CPU) / target's own CPU, this epoch */
 };
 
 struct arming {
@@ -49,9 +58,21 @@ struct arming {
 	uint64_t generation;
 	double duty;
 	uint64_t rng;
+	int stats_fd; /* keeps the kernel's BPF run-time statistics on */
+	uint64_t run_time0, run_cnt0;
+	double window_cpu_ns;  /* the tool's CPU to attach and detach for one window */
+	double window_wall_ns; /* and the wall time those take */
+
+	/* Set while per-poll probes are attached for a window (not when always armed): the
+	 * loader then leaves the ring buffer alone, since running it would take a core from a
+	 * worker exactly while transitions are counted. Written after each window closes. */
+	volatile int window_open;
+	int notify_fd; /* eventfd, -1 if none */
 
 	/* read by the main thread under lock */
 	pthread_mutex_t lock;
+	double bpf_run_ns; /* mean run time of the probe program, measured while running */
+	uint64_t tool_cpu_ns;
 	int error; /* negative errno of a failed attach: the run stops */
 	uint64_t windows;
 	uint64_t armed_ns;
@@ -68,5 +89,12 @@ int arming_start(struct arming *a);
 /* Stops the thread and removes every armed probe. Idempotent. */
 void arming_stop(struct arming *a);
 void arming_free(struct arming *a);
+/* What one probe hit costs the target: the trap (calibrated) plus the program's run time. */
+double arming_hit_cost_ns(struct arming *a);
+/* Whether a window is open now: the loader should not compete with the target for CPU. */
+static inline bool arming_window_open(const struct arming *a)
+{
+	return a->started && a->window_open;
+}
 
 #endif

@@ -27,6 +27,8 @@ struct epoch_stat {
 	bool capped;
 	bool calibrating;
 	bool open; /* still running when the tool stopped: incomplete */
+	struct d9_gate_time gate;
+	double slowdown; /* in-window rate / rate without probes, see epoch_slowdown(); 1 = none */
 };
 
 struct worker_info {
@@ -58,6 +60,7 @@ struct collector {
 	uint64_t samples_dwarf, frames_fp, frames_dwarf;
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
+	double hit_cost_ns; /* what one probe hit costs the target, kept current by the loader */
 
 	struct worker_info *workers;
 	size_t nworkers;

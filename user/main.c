@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -138,9 +139,14 @@ static void print_status(struct collector *c, struct sampler_bpf *skel, double e
 
 struct rb_slice {
 	struct collector *col;
+	const struct arming *arm;
 	uint64_t deadline_ns;
 	unsigned int n;
 };
+
+/* How often the loader reads the ring buffer. Records are submitted without wakeups (see
+ * rb_flags in the BPF program): one read per period instead of a wakeup per sample. */
+#define RB_PERIOD_MS 100
 
 static int on_record(void *ctx, void *data, size_t size)
 {
@@ -149,9 +155,41 @@ static int on_record(void *ctx, void *data, size_t size)
 
 	if (err)
 		return err;
-	if (++r->n % 64 == 0 && now_ns(CLOCK_MONOTONIC) >= r->deadline_ns)
+	if (++r->n % 64 == 0 &&
+	    (now_ns(CLOCK_MONOTONIC) >= r->deadline_ns || arming_window_open(r->arm)))
 		return RB_SLICE_OVER;
 	return 0;
+}
+
+/* Sleeps until the next read of the ring buffer: a period, the end of an armed window, the
+ * target's exit or a signal, whichever comes first. */
+static void wait_for_read(int pidfd, int notify_fd, int timeout_ms)
+{
+	struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = notify_fd, .events = POLLIN}};
+	eventfd_t v;
+
+	poll(p, 2, timeout_ms);
+	if (notify_fd >= 0)
+		eventfd_read(notify_fd, &v);
+}
+
+/* The exit summary's cost line: what the run cost the target, against the budget. */
+static void print_overhead(struct arming *a, const struct options *o, const struct run_summary *r)
+{
+	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9, own;
+
+	pthread_mutex_lock(&a->lock);
+	own = (double)a->target_cpu_ns - (double)a->probe_cpu_ns;
+	if (own > 0)
+		fprintf(stderr,
+			"dial9-bpf: cost %.2f%% of the target's CPU (probe hits %.2f%%, this tool "
+			"%.2f%%; budget %g%%), probes armed %.1f%% of the time in %" PRIu64
+			" windows\n",
+			100.0 * ((double)a->probe_cpu_ns + (double)a->tool_cpu_ns) / own,
+			100.0 * (double)a->probe_cpu_ns / own, 100.0 * (double)a->tool_cpu_ns / own,
+			o->overhead_budget,
+			run_s > 0 ? 100.0 * (double)a->armed_ns / 1e9 / run_s : 0, a->windows);
+	pthread_mutex_unlock(&a->lock);
 }
 
 static bool target_gone(int pidfd, int pid)
@@ -236,14 +274,14 @@ static int finish_writers(const struct options *o, const struct target *t, struc
 int main(int argc, char **argv)
 {
 	struct attachment links = {};
-	struct arming arm = {};
+	struct arming arm = {.notify_fd = -1, .stats_fd = -1};
 	struct run_summary run = {};
 	struct sampler_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
 	struct symbolizer *sym = NULL;
 	struct target *t = NULL;
 	struct collector col = {};
-	struct rb_slice slice = {.col = &col, .deadline_ns = UINT64_MAX};
+	struct rb_slice slice = {.col = &col, .arm = &arm, .deadline_ns = UINT64_MAX};
 	struct writer writers[8];
 	size_t nwriters = 0;
 	bool dir_created = false, running = false, tty = isatty(STDERR_FILENO);
@@ -288,6 +326,7 @@ int main(int argc, char **argv)
 	skel->rodata->bucket_ns = o.cap_burst * (D9_NSEC_PER_SEC / o.per_worker_hz);
 	skel->rodata->seed = o.seed;
 	skel->rodata->raw_stack_bytes = o.unwind == D9_UNWIND_DWARF ? o.stack_size : 0;
+	skel->rodata->rb_flags = BPF_RB_NO_WAKEUP;
 	{
 		struct stat ns;
 
@@ -336,8 +375,9 @@ int main(int argc, char **argv)
 	if (o.unwind == D9_UNWIND_DWARF) {
 		col.unw = unwinder_new(o.pid);
 		if (!col.unw)
-			fprintf(stderr, "dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
-					"back to frame pointers\n",
+			fprintf(stderr,
+				"dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
+				"back to frame pointers\n",
 				strerror(errno));
 	}
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, &slice, NULL);
@@ -398,19 +438,27 @@ int main(int argc, char **argv)
 	run.stop_reason = "duration";
 	last_status = run.started_ns;
 	status_every = tty ? 1 : 5;
+	err = 0;
 	while (!exiting) {
 		uint64_t now;
 
-		slice.deadline_ns = now_ns(CLOCK_MONOTONIC) + RB_SLICE_NS;
-		err = ring_buffer__poll(rb, 100);
-		if (err < 0 && err != -EINTR && err != RB_SLICE_OVER) {
-			fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n",
-				strerror(-err));
-			run.stop_reason = "error";
-			break;
+		/* Straight on after a read cut short by its time slice: records are waiting. */
+		wait_for_read(pidfd, arm.notify_fd, err == RB_SLICE_OVER ? 0 : RB_PERIOD_MS);
+		err = 0;
+		col.hit_cost_ns = arming_hit_cost_ns(&arm);
+		if (!arming_window_open(&arm)) {
+			slice.deadline_ns = now_ns(CLOCK_MONOTONIC) + RB_SLICE_NS;
+			err = ring_buffer__consume(rb);
+			if (err < 0 && err != -EINTR && err != RB_SLICE_OVER) {
+				fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n",
+					strerror(-err));
+				run.stop_reason = "error";
+				break;
+			}
+			if (!arming_window_open(&arm))
+				collector_flush(&col, now_ns(CLOCK_MONOTONIC), false);
 		}
 		now = now_ns(CLOCK_MONOTONIC);
-		collector_flush(&col, now, false);
 		if (arm.error) {
 			run.stop_reason = "attach_failed";
 			break;
@@ -482,6 +530,7 @@ cleanup:
 				col.samples_written, col.nworkers, col.samples_with_stack,
 				run.counters[D9_CNT_POLLS], run.counters[D9_CNT_RB_DROPS],
 				o.output_dir);
+			print_overhead(&arm, &o, &run);
 		}
 	}
 	/* Never leave a half-written output behind a run that did not start. */

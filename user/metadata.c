@@ -62,10 +62,14 @@ static void write_workers(FILE *f, const struct collector *c)
 				"%s\n       {\"epoch\": %" PRIu64 ", \"eligible\": %" PRIu64
 				", \"selected\": %" PRIu64 ", \"refused_by_cap\": %" PRIu64
 				", \"probability\": %.9g, \"capped\": %s, \"calibrating\": %s, "
-				"\"complete\": %s}",
+				"\"complete\": %s, \"window_hits\": %" PRIu64
+				", \"window_busy_ms\": %.3f, \"window_idle_ms\": %.3f, "
+				"\"window_slowdown\": %.4f}",
 				j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
 				(double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
-				e->calibrating ? "true" : "false", e->open ? "false" : "true");
+				e->calibrating ? "true" : "false", e->open ? "false" : "true",
+				(uint64_t)e->gate.hits, e->gate.busy_ns / 1e6,
+				e->gate.idle_ns / 1e6, e->slowdown > 0 ? e->slowdown : 1.0);
 		}
 		fputs("]}", f);
 	}
@@ -102,18 +106,22 @@ static void write_overhead(FILE *f, const struct options *o, const struct run_su
 	fprintf(f,
 		"  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
 		"    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
-		"\"measured\": %s},\n"
+		"\"measured\": %s, \"program_run\": %.0f, \"per_hit\": %.0f},\n"
 		"    \"windows\": %" PRIu64
-		", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f,\n"
+		", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
+		"\"tool_cpu_ms_per_window\": %.2f,\n"
 		"    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
-		"\"est_overhead_pct\": %.3f,\n"
+		"\"tool_cpu_s_while_sampling\": %.4f, \"est_overhead_pct\": %.3f,\n"
 		"    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n    \"epochs\": [",
 		o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
-		a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false", a->windows,
+		a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false",
+		a->bpf_run_ns, a->cost.entry_ns + a->bpf_run_ns, a->windows,
 		run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
-		(double)a->target_cpu_ns / 1e9, (double)a->probe_cpu_ns / 1e9,
+		a->window_cpu_ns / 1e6, (double)a->target_cpu_ns / 1e9,
+		(double)a->probe_cpu_ns / 1e9, (double)a->tool_cpu_ns / 1e9,
 		a->target_cpu_ns > a->probe_cpu_ns
-		    ? 100.0 * (double)a->probe_cpu_ns / (double)(a->target_cpu_ns - a->probe_cpu_ns)
+		    ? 100.0 * (double)(a->probe_cpu_ns + a->tool_cpu_ns) /
+			  (double)(a->target_cpu_ns - a->probe_cpu_ns)
 		    : 0.0,
 		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 		    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
@@ -121,9 +129,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct run_su
 	for (size_t i = 0; i < a->nlog; i++)
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
-			"\"est_overhead_pct\": %.3f}",
+			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f}",
 			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
-			100.0 * a->log[i].est_overhead);
+			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead);
 	fputs("]},\n", f);
 	pthread_mutex_unlock(&a->lock);
 }
@@ -167,8 +175,8 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 		t->keeps_frame_pointers ? "true" : "false", c->samples_dwarf, c->frames_fp,
 		c->frames_dwarf);
 	for (int i = 0; i < UNWIND_STATS; i++)
-		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", unwind_stop_name((enum unwind_stop)i),
-			c->unwind_stops[i]);
+		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "",
+			unwind_stop_name((enum unwind_stop)i), c->unwind_stops[i]);
 	fputs("}}", f);
 	fprintf(f,
 		",\n  \"sampling_started_at_ns\": %" PRIu64 ", \"sampling_stopped_at_ns\": %" PRIu64

@@ -7,11 +7,12 @@ import time
 from harness import TOOL, Demo, read_metadata, run_all, test
 
 
-def cost_while_profiling(d, budget):
+def cost_while_profiling(d, budget=None):
     out = tempfile.mkdtemp(prefix=f"d9ovh{budget}-")
-    p = subprocess.Popen([TOOL, "--pid", str(d.pid), "--output", out, "--quiet",
-                          "--overhead-budget", str(budget), "--duration", "7", "--format",
-                          "jsonl"], stderr=subprocess.PIPE, text=True)
+    extra = ["--overhead-budget", str(budget)] if budget else []
+    p = subprocess.Popen([TOOL, "--pid", str(d.pid), "--output", out, "--quiet", *extra,
+                          "--duration", "7", "--format", "jsonl"], stderr=subprocess.PIPE,
+                         text=True)
     time.sleep(2)  # attached and past the first, calibrating windows
     during = d.cpu_ns_per_poll(3)
     _, err = p.communicate(timeout=60)
@@ -26,24 +27,29 @@ def windows_bound_probe_cost():
         d.wait_seconds(1)
         before = d.cpu_ns_per_poll(3)
         always, _ = cost_while_profiling(d, 100)
-        windowed, meta = cost_while_profiling(d, 1)
+        windowed, meta = cost_while_profiling(d)  # the defaults: a 1% budget
     finally:
         d.stop()
     ovh = meta["overhead"]
     # Probing every poll must be visible, or the comparison proves nothing.
     assert always >= 1.3 * before, f"always armed: {always:.0f} vs {before:.0f} ns per poll"
-    # The 1% target is not met (see bench/RESULTS.md): windows are experimental and their cost
-    # varies from run to run (x1.01 to x1.55 CPU per poll seen). Require that they cost less
-    # than probing every poll.
-    assert windowed - before <= 0.75 * (always - before), \
+    # The 1% figure itself is a benchmark (bench/RESULTS.md: ratios side by side); here, on a
+    # shared CI machine, the default must cost a small fraction of what probing every poll
+    # does, and the tool's own estimate must stay near its budget.
+    assert windowed - before <= 0.25 * (always - before), \
         f"windowed: {windowed:.0f} ns per poll vs {before:.0f} unprobed, {always:.0f} always"
     assert ovh["mode"] == "armed_windows" and ovh["armed_fraction"] < 0.05, ovh
+    assert ovh["est_overhead_pct"] <= 3, ovh
     samples = meta["samples"]["written"]
-    assert samples > 0, "no samples in windowed mode"
+    # Delivered per worker per complete, calibrated epoch, against the default 10/s.
+    sel = [e["selected"] for w in meta["workers"] for e in w["epochs"]
+           if e["complete"] and not e["calibrating"]]
+    assert sel and sum(sel) / len(sel) >= 6, f"delivered per worker-epoch: {sel}"
     return (f"CPU per poll: unprobed {before:.0f} ns, always armed {always:.0f} ns, "
             f"1% budget {windowed:.0f} ns ({windowed / before:.3f}); armed "
             f"{100 * ovh['armed_fraction']:.2f}% of the time, est. overhead "
-            f"{ovh['est_overhead_pct']:.2f}%, {samples} samples")
+            f"{ovh['est_overhead_pct']:.2f}%, {samples} samples, "
+            f"{sum(sel) / len(sel):.1f} per worker-epoch (10 requested)")
 
 
 if __name__ == "__main__":
