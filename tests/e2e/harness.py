@@ -161,9 +161,20 @@ class Demo:
         self.out.close()
 
 
-def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, user=None):
-    """Runs dial9-bpf; returns (returncode, stdout, stderr)."""
-    cmd = [TOOL, *map(str, args)]
+# Tests of what the tool records (stacks, formats, faults, containers) probe every poll: short
+# runs then give enough samples to check. The default armed windows (a 1% budget) have their
+# own tests (test_overhead.py, test_core.py's estimation_with_default_windows).
+ALWAYS_ARMED = ["--overhead-budget", "100"]
+
+
+def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, user=None,
+             windows=False):
+    """Runs dial9-bpf (always armed unless windows or a budget is given); returns
+    (returncode, stdout, stderr)."""
+    args = [*map(str, args)]
+    if not windows and "--overhead-budget" not in args and args and args[0] != "report":
+        args += ALWAYS_ARMED
+    cmd = [TOOL, *args]
     if user:
         cmd = ["setpriv", "--reuid", str(user), "--regid", str(user), "--clear-groups",
                "--inh-caps=-all", *cmd]

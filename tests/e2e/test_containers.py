@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import DEMO_FNS, DEMO_FP, TOOL, read_metadata, read_samples, run_all, test
+from harness import ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, read_metadata, read_samples, run_all, test
 
 NO_SYS_ADMIN = ["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", "--inh-caps",
                 "-sys_admin,-checkpoint_restore"]
@@ -96,7 +96,7 @@ class Container:
 
 
 def tool(args, wrap=(), timeout=60):
-    p = subprocess.run([*wrap, TOOL, *map(str, args)], capture_output=True, text=True,
+    p = subprocess.run([*wrap, TOOL, *map(str, args), *ALWAYS_ARMED], capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stderr
 
@@ -146,7 +146,7 @@ i=0
 while [ ! -s "$2/demo.jsonl" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 echo "$D" >"$2/inner_pid"
 ls /proc/$D/task >"$2/inner_tids"
-"$3" --pid $D --duration 3 --output "$2/out" --quiet
+"$3" --pid $D --duration 3 --output "$2/out" --quiet --overhead-budget 100
 echo $? >"$2/rc"
 ls /proc/$D/task >>"$2/inner_tids"
 kill $D

@@ -45,7 +45,8 @@ def profiled(hz, duration=10, budget=None):
         out = tempfile.mkdtemp(prefix=f"d9out-hz{hz}-")
         extra = ["--overhead-budget", budget] if budget else []
         rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", hz, "--duration", duration,
-                              "--output", out, "--seed", 7, *extra, timeout=duration + 60)
+                              "--output", out, "--seed", 7, *extra, timeout=duration + 60,
+                              windows=not budget)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
         d.wait_seconds(1)
         _cache[key] = (out, read_samples(out), read_metadata(out), err)
@@ -63,7 +64,7 @@ def per_worker_epoch_samples(samples):
 @test
 def budget_per_worker_hz20():
     hz = 20
-    out, samples, meta, _ = profiled(hz)
+    out, samples, meta, _ = profiled(hz, budget=100)
     burst = meta["sampler"]["cap"]["burst"]
     written = per_worker_epoch_samples(samples)
     checked = []
@@ -86,7 +87,7 @@ def budget_per_worker_hz20():
 
 @test
 def stacks_name_demo_fns():
-    _, samples, _, _ = profiled(20)
+    _, samples, _, _ = profiled(20, budget=100)
     assert len(samples) >= 100, f"only {len(samples)} samples"
     named = sum(1 for s in samples if any(fn in n for n in frame_names(s) for fn in DEMO_FNS))
     frac = named / len(samples)
@@ -96,7 +97,7 @@ def stacks_name_demo_fns():
 
 @test
 def sample_fields_complete():
-    _, samples, meta, _ = profiled(20)
+    _, samples, meta, _ = profiled(20, budget=100)
     need = ("timestamp_ns", "pid", "tid", "worker", "task_id", "inclusion_probability", "epoch",
             "idle_start_ns", "idle_end_ns", "poll_duration_ns", "capped", "stack")
     for s in samples:
@@ -180,7 +181,7 @@ def estimation_with_default_windows():
 @test
 def handoff_keeps_sampling():
     hz = 20
-    _, samples, meta, _ = profiled(hz)
+    _, samples, meta, _ = profiled(hz, budget=100)
     d = mix_demo()
     spans = [(b["start_ns"], b["end_ns"]) for b in d.lines("blocking")]
     t0, t1 = meta["sampling_started_at_ns"], meta["sampling_stopped_at_ns"]

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FNS, DEMO_FP, DEMO_NOFP, Demo, TOOL, perf, read_samples, remove_tmpdirs,
+from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_FP, DEMO_NOFP, Demo, TOOL, perf, read_samples, remove_tmpdirs,
                      run_all, run_tool, test, tmpdir)
 
 RECORD_S = 6
@@ -200,7 +200,8 @@ def tod_is_wall_clock():
 def sigint_leaves_finished_file():
     dm, _ = demo()
     out = tmpdir("d9perf-int-")
-    p = subprocess.Popen([TOOL, "--pid", str(dm.pid), "--output", out, "--format", "jsonl,perf"],
+    p = subprocess.Popen([TOOL, "--pid", str(dm.pid), "--output", out, "--format", "jsonl,perf",
+                          *ALWAYS_ARMED],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)
     # While running only the temporary exists: nobody can open a half-written perf.data.

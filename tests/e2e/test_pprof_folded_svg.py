@@ -13,7 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 import zlib
 
-from harness import TOOL, Demo, read_samples, run_all, test
+from harness import ALWAYS_ARMED, TOOL, Demo, read_samples, run_all, test
 
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
             "channel_kind_consumer")
@@ -40,7 +40,8 @@ def profiled():
             d.wait_seconds(1)
             out = tmpdir("d9out-fmt-")
             p = subprocess.run([TOOL, "--pid", str(d.pid), "--duration", "6", "--per-worker-hz",
-                                "50", "--seed", "7", "--output", out, "--format", FORMATS],
+                                "50", "--seed", "7", "--output", out, "--format", FORMATS,
+                                *ALWAYS_ARMED],
                                capture_output=True, text=True, timeout=90)
         finally:
             d.stop()
@@ -305,7 +306,7 @@ def killed_run_leaves_no_truncated_file():
     try:
         with open(log, "w") as err:
             p = subprocess.Popen([TOOL, "--pid", str(d.pid), "--duration", "60", "--output",
-                                  out, "--format", FORMATS], stdout=subprocess.DEVNULL,
+                                  out, "--format", FORMATS, *ALWAYS_ARMED], stdout=subprocess.DEVNULL,
                                  stderr=err)
         try:
             # Kill only once probes are attached and samples flow, i.e. mid-run.
