@@ -734,6 +734,40 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 	return 0;
 }
 
+/*
+ * The target exec'd. An exec of another file leaves the probes on an inode it no longer maps,
+ * and the loader sees /proc/PID/exe change; an exec of the same file keeps them firing, but
+ * in a new address space: the loader must stop either way, and only this event tells it.
+ * A raw tracepoint, attached by name: tracefs need not be mounted, and kernels may lack the
+ * BTF typedef tp_btf needs (this project's 6.18 does).
+ */
+SEC("raw_tp/sched_process_exec")
+int target_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct d9_exec *e;
+
+	if (pidns_ino) {
+		struct bpf_pidns_info ns = {};
+
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+			return 0;
+		tgid = ns.tgid;
+	}
+	if (tgid != targ_tgid)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(D9_CNT_RB_DROPS);
+		return 0;
+	}
+	e->type = D9_REC_EXEC;
+	e->pid = tgid;
+	e->ts_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, 0); /* wake the loader: it stops at once */
+	return 0;
+}
+
 /* The loader's calibration probe: measures what one uprobe hit costs on this machine. */
 SEC("uprobe")
 int BPF_KPROBE(calib_probe)

@@ -29,6 +29,13 @@ enum d9_record_type {
 	D9_REC_EPOCH = 2,
 	D9_REC_WORKER = 3,
 	D9_REC_RAW_STACK = 4, /* precedes the D9_REC_SAMPLE of the same thread it belongs to */
+	D9_REC_EXEC = 5,      /* the target exec'd: its maps no longer describe what was sampled */
+};
+
+struct d9_exec {
+	__u32 type; /* D9_REC_EXEC */
+	__u32 pid;
+	__u64 ts_ns;
 };
 
 /* Raw user stack for DWARF unwinding in userspace: registers at the park point and whole

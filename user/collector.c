@@ -246,6 +246,9 @@ int collector_handle(void *ctx, void *data, size_t size)
 		es->slowdown = epoch_slowdown(&e->gate, c->hit_cost_ns);
 		return 0;
 	}
+	case D9_REC_EXEC:
+		c->target_exec = true;
+		return 0;
 	case D9_REC_WORKER: {
 		const struct d9_worker_seen *ws = data;
 		struct worker_info *w;

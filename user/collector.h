@@ -61,6 +61,7 @@ struct collector {
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
 	double hit_cost_ns; /* what one probe hit costs the target, kept current by the loader */
+	bool target_exec;   /* the target exec'd (D9_REC_EXEC) */
 
 	struct worker_info *workers;
 	size_t nworkers;

@@ -163,12 +163,15 @@ static int on_record(void *ctx, void *data, size_t size)
 
 /* Sleeps until the next read of the ring buffer: a period, the end of an armed window, the
  * target's exit or a signal, whichever comes first. */
-static void wait_for_read(int pidfd, int notify_fd, int timeout_ms)
+static void wait_for_read(int pidfd, int notify_fd, int rb_fd, int timeout_ms)
 {
-	struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = notify_fd, .events = POLLIN}};
+	struct pollfd p[3] = {
+	    {.fd = pidfd, .events = POLLIN},
+	    {.fd = notify_fd, .events = POLLIN},
+	    {.fd = rb_fd, .events = POLLIN}}; /* records submitted with a wakeup */
 	eventfd_t v;
 
-	poll(p, 2, timeout_ms);
+	poll(p, 3, timeout_ms);
 	if (notify_fd >= 0)
 		eventfd_read(notify_fd, &v);
 }
@@ -274,6 +277,7 @@ static int finish_writers(const struct options *o, const struct target *t, struc
 int main(int argc, char **argv)
 {
 	struct attachment links = {};
+	struct bpf_link *exec_link = NULL;
 	struct arming arm = {.notify_fd = -1, .stats_fd = -1};
 	struct run_summary run = {};
 	struct sampler_bpf *skel = NULL;
@@ -406,6 +410,14 @@ int main(int argc, char **argv)
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_probes(skel, t, ATTACH_PERSISTENT, &links);
 	if (!err) {
+		exec_link = bpf_program__attach(skel->progs.target_exec);
+		if (!exec_link)
+			fprintf(stderr,
+				"dial9-bpf: failed to watch for exec: %s: an exec of the "
+				"same executable will not stop the run\n",
+				strerror(errno));
+	}
+	if (!err) {
 		arm.skel = skel;
 		arm.t = t;
 		arm.budget = o.overhead_budget / 100.0;
@@ -443,7 +455,8 @@ int main(int argc, char **argv)
 		uint64_t now;
 
 		/* Straight on after a read cut short by its time slice: records are waiting. */
-		wait_for_read(pidfd, arm.notify_fd, err == RB_SLICE_OVER ? 0 : RB_PERIOD_MS);
+		wait_for_read(pidfd, arm.notify_fd, ring_buffer__epoll_fd(rb),
+			      err == RB_SLICE_OVER ? 0 : RB_PERIOD_MS);
 		err = 0;
 		col.hit_cost_ns = arming_hit_cost_ns(&arm);
 		if (!arming_window_open(&arm)) {
@@ -471,13 +484,13 @@ int main(int argc, char **argv)
 					tty ? "\n" : "", o.pid);
 			break;
 		}
-		/* The probes sit on the executable's inode: after an exec into another file they
-		 * never fire again, and the maps no longer describe what was sampled. */
-		if (target_exe_changed(t)) {
+		/* After an exec the maps no longer describe what was sampled (and after an exec
+		 * into another file the probes, on the old inode, never fire again). */
+		if (col.target_exec || target_exe_changed(t)) {
 			run.stop_reason = "target_exec";
 			if (!o.quiet)
 				fprintf(stderr,
-					"%sdial9-bpf: target pid %d exec'd another program; "
+					"%sdial9-bpf: target pid %d exec'd a new program image; "
 					"finishing outputs\n",
 					tty ? "\n" : "", o.pid);
 			break;
@@ -501,6 +514,7 @@ cleanup:
 	t0 = now_ns(CLOCK_MONOTONIC);
 	arming_stop(&arm);
 	detach_probes(&links);
+	bpf_link__destroy(exec_link);
 	run.detach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
 	if (running) {
 		run.stopped_ns = now_ns(CLOCK_MONOTONIC);

@@ -6,7 +6,8 @@ Expected behaviour, as tested here:
 - the target exits: the tool finishes every output (stop_reason "target_exited"), exits 0;
 - the target execs another program: the probes sat on the old executable's inode and never
   fire again, so the tool stops the same way, stop_reason "target_exec", message "exec'd";
-  an exec of the same executable keeps the probes working and is not detected;
+  an exec of the same executable keeps the probes firing, but in a new address space: a
+  sched_process_exec event stops the tool the same way;
 - the tool is SIGKILLed: the kernel removes its probes (the links die with the process);
   samples.jsonl holds every completed line (the last may be cut), metadata.json is missing and
   the other outputs are left as *.tmp files, which are incomplete by definition;
@@ -21,7 +22,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
+from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
                      test)
 
 
@@ -40,11 +41,14 @@ static long churn_per_sec;
 static void *exec_later(void *arg)
 {
 	char *argv[] = {"sleep", "30", NULL}, *envp[] = {NULL};
+	char *self[] = {"demo", "--workers", "2", "--duration", "30", NULL};
 	struct stat st;
 
 	(void)arg;
 	while (stat(trigger, &st))
 		usleep(20000);
+	if (getenv("D9_EXEC_SELF")) /* the same executable again, without this library */
+		execve("/proc/self/exe", self, envp);
 	execve("/bin/sleep", argv, envp);
 	return NULL;
 }
@@ -129,7 +133,8 @@ def start_tool(*args):
     """The tool in the background, stderr to a file; returns (Popen, stderr path)."""
     errf = os.path.join(tmpdir("d9err-"), "stderr")
     with open(errf, "w") as ef:
-        p = subprocess.Popen([TOOL, *map(str, args)], stdout=subprocess.DEVNULL, stderr=ef)
+        p = subprocess.Popen([TOOL, *map(str, args), *ALWAYS_ARMED], stdout=subprocess.DEVNULL,
+                             stderr=ef)
     return p, errf
 
 
@@ -233,6 +238,39 @@ def target_execs_another_program():
     assert samples and named_fraction(samples) >= 0.9, "samples before the exec not kept"
     perf = perf_report_ok(out)
     return f"stopped {stop_s:.1f}s after the exec; {len(samples)} samples kept; {perf}"
+
+
+@test
+def target_execs_same_executable():
+    trig = os.path.join(tmpdir("d9trig-"), "go")
+    env = dict(os.environ, LD_PRELOAD=helper_so(), D9_EXEC_TRIGGER=trig, D9_EXEC_SELF="1")
+    d = demo(workers=2, mode="mix", env=env)
+    out = tmpdir("d9out-execself-")
+    try:
+        with open(f"/proc/{d.pid}/exe", "rb"):
+            exe0 = os.stat(f"/proc/{d.pid}/exe")
+        p, errf = start_tool("--pid", d.pid, "--duration", 60, "--output", out)
+        wait_stderr(errf, "sampling pid", p)
+        time.sleep(2)
+        open(trig, "w").close()
+        t0 = time.time()
+        rc, err = finish(p, errf)
+        stop_s = time.time() - t0
+        exe1 = os.stat(f"/proc/{d.pid}/exe")
+        with open(f"/proc/{d.pid}/cmdline") as f:
+            cmdline = f.read().split("\0")
+    finally:
+        d.stop()
+    assert (exe0.st_dev, exe0.st_ino) == (exe1.st_dev, exe1.st_ino), "not the same executable"
+    assert cmdline[:2] == ["demo", "--workers"], f"the demo did not exec itself: {cmdline}"
+    assert rc == 0, f"exit {rc}: {err[-1500:]}"
+    assert "exec'd" in err, err[-1500:]
+    meta = read_metadata(out)
+    assert meta["stop_reason"] == "target_exec", meta["stop_reason"]
+    assert stop_s < 5, f"stopped {stop_s:.1f}s after the exec"
+    samples = read_samples(out)
+    assert samples and named_fraction(samples) >= 0.9, "samples before the exec not kept"
+    return f"stopped {stop_s:.1f}s after exec'ing the same file; {len(samples)} samples kept"
 
 
 @test
