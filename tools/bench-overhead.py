@@ -26,10 +26,11 @@ every tool run at the same --nice (default -10, and the same nice for their sche
 autogroups): other load on the machine then takes less of the target's CPU, while tool and
 target compete with each other as they would on an idle machine.
 
-Configurations: dial9-bpf with default settings (probes armed all the time) and with
---overhead-budget 1 (armed random windows), each at --per-worker-hz 1, 10, 99, 1000;
+Configurations: dial9-bpf with default settings (--overhead-budget 1: probes armed in random
+windows) and with --overhead-budget 100 (probes on every poll, all the time), each at
+--per-worker-hz 1, 10, 99, 1000;
 `perf record -g` (frame pointers; the demo is built with them) at -F 10, 99, 999; and
-`perf record --call-graph dwarf -F 99`. The main ones (dial9-bpf default and budget 1 at 10 Hz,
+`perf record --call-graph dwarf -F 99`. The main ones (dial9-bpf default and always armed at 10 Hz,
 both perf at 99 Hz) run --rounds times, the rest of the sweep --sweep-rounds times.
 
 Note on rates: dial9-bpf's --per-worker-hz is samples per second per Tokio worker (of task
@@ -203,8 +204,8 @@ class Demo:
 # ---------------------------------------------------------------------------------------------
 
 def cfg(kind, hz, main):
-    names = {"base": "baseline (unprofiled)", "d9": "dial9-bpf default (always armed)",
-             "d9w": "dial9-bpf --overhead-budget 1", "perf-fp": "perf record -g",
+    names = {"base": "baseline (unprofiled)", "d9": "dial9-bpf --overhead-budget 100 (always armed)",
+             "d9w": "dial9-bpf default (--overhead-budget 1)", "perf-fp": "perf record -g",
              "perf-dwarf": "perf record --call-graph dwarf"}
     rate = "" if kind == "base" else (f" -F {hz}" if kind.startswith("perf")
                                       else f" --per-worker-hz {hz}")
@@ -246,8 +247,8 @@ def run_segment(demo, c, seg_s, workdir, idx):
         os.makedirs(out)
         cmd = [TOOL, "--pid", str(demo.pid), "--duration", str(seg_s), "--output", out,
                "--quiet", "--per-worker-hz", str(c["hz"])]
-        if c["kind"] == "d9w":
-            cmd += ["--overhead-budget", "1"]
+        if c["kind"] == "d9":
+            cmd += ["--overhead-budget", "100"]  # d9w: the defaults
     else:
         cmd = ["perf", "record", "-F", str(c["hz"]), "-p", str(demo.pid), "-o", out + ".data"]
         cmd += ["-g"] if c["kind"] == "perf-fp" else ["--call-graph", "dwarf"]
@@ -508,9 +509,9 @@ def plot(summs, path, args):
         return False
     n = len(summs)
     fig, axes = plt.subplots(2, n, figsize=(6.4 * n, 9.0), squeeze=False)
-    style = {"d9": ("dial9-bpf default (always armed): x = --per-worker-hz", "tab:blue", "o",
-                    "-"),
-             "d9w": ("dial9-bpf --overhead-budget 1 (windows): x = --per-worker-hz",
+    style = {"d9": ("dial9-bpf --overhead-budget 100 (always armed): x = --per-worker-hz",
+                    "tab:blue", "o", "-"),
+             "d9w": ("dial9-bpf default (--overhead-budget 1, windows): x = --per-worker-hz",
                      "tab:green", "s", "-"),
              "perf-fp": ("perf record -g (frame pointers): x = -F, per thread on CPU",
                          "tab:red", "^", "--"),

@@ -24,6 +24,7 @@
 #include "arming.h"
 #include "attach.h"
 #include "calibrate.h"
+#include "cgroup_watch.h"
 #include "collector.h"
 #include "metadata.h"
 #include "options.h"
@@ -301,6 +302,8 @@ int main(int argc, char **argv)
 	err = check_system();
 	if (err)
 		return err;
+	if (o.cgroup_path || o.container_id)
+		return cgroup_watch_main(&o, argv[0]);
 	libbpf_set_print(libbpf_print);
 
 	err = target_open(o.pid, &t);

@@ -14,6 +14,7 @@ static const char doc[] =
     "Sample where the tasks of a running Tokio process run and park, under per-worker budgets.\n"
     "\n"
     "USAGE: dial9-bpf --pid PID [-d SECS] [-o DIR] [-F HZ]\n"
+    "       dial9-bpf --cgroup PATH | --container ID [-d SECS] [-o DIR] [-F HZ]\n"
     "       dial9-bpf report DIR\n"
     "\n"
     "EXAMPLES:\n"
@@ -22,7 +23,11 @@ static const char doc[] =
     "  sudo dial9-bpf --pid 1234 -F 50 --cap-burst 200   # 50 samples/s/worker\n"
     "  sudo dial9-bpf --pid 1234 --seed 42       # reproducible selection\n"
     "  sudo dial9-bpf --pid 1234 --format perf,folded\n"
-    "  sudo dial9-bpf --pid 1234 --overhead-budget 100  # probe every poll: exact, costly\n"
+    "  sudo dial9-bpf --pid 1234 --overhead-budget 100  # every poll: costly\n"
+    "  sudo dial9-bpf --cgroup system.slice/api.service -d 30 -o /tmp/svc\n"
+    "                     # each Tokio process in it (and later ones) into\n"
+    "                     # /tmp/svc/pid-PID/, a list in /tmp/svc/processes.json\n"
+    "  sudo dial9-bpf --container 3f2a9c1b7d4e   # docker/containerd id or prefix\n"
     "  dial9-bpf report /tmp/run1                # summary of a previous run\n"
     "\n"
     "ENVIRONMENT (flags win):\n"
@@ -36,10 +41,20 @@ enum {
 	OPT_OVERHEAD,
 	OPT_UNWIND,
 	OPT_STACK_SIZE,
+	OPT_CGROUP,
+	OPT_CONTAINER,
 };
 
 static const struct argp_option argp_opts[] = {
-    {"pid", 'p', "PID", 0, "Process to sample (required)", 0},
+    {"pid", 'p', "PID", 0, "Process to sample (this, --cgroup or --container is required)", 0},
+    {"cgroup", OPT_CGROUP, "PATH", 0,
+     "Sample every Tokio process in this cgroup v2 and its descendants, including processes "
+     "started or exec'd later (PATH: a directory, or relative to the cgroup2 mount)",
+     0},
+    {"container", OPT_CONTAINER, "ID", 0,
+     "Like --cgroup, for the cgroup whose path in /proc/*/cgroup has the component ID (or a "
+     "64-hex id starting with ID): a docker/containerd id, a pod or unit name",
+     0},
     {"duration", 'd', "SECS", 0, "Stop after SECS seconds (default: until Ctrl-C)", 0},
     {"output", 'o', "DIR", 0, "Output directory (default: dial9-out)", 0},
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
@@ -127,6 +142,18 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 				  arg);
 		o->pid = (int)v;
 		break;
+	case OPT_CGROUP:
+		if (!*arg)
+			bad_usage("invalid --cgroup '': give a cgroup directory");
+		o->cgroup_path = arg;
+		break;
+	case OPT_CONTAINER:
+		if (!*arg || strchr(arg, '\n'))
+			bad_usage("invalid --container '%s': give a container id or a cgroup path "
+				  "component",
+				  arg);
+		o->container_id = arg;
+		break;
 	case 'd':
 		errno = 0;
 		o->duration_s = strtod(arg, &end);
@@ -198,8 +225,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		bad_usage("unexpected argument '%s'", arg);
 		break;
 	case ARGP_KEY_END:
-		if (!o->pid)
-			bad_usage("missing --pid: give the process id of the Tokio program");
+		if (!!o->pid + !!o->cgroup_path + !!o->container_id > 1)
+			bad_usage("--pid, --cgroup and --container exclude each other: give one");
+		if (!o->pid && !o->cgroup_path && !o->container_id)
+			bad_usage("missing --pid: give the process id of the Tokio program (or "
+				  "--cgroup PATH or --container ID for every Tokio process in a "
+				  "cgroup)");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

@@ -36,6 +36,10 @@ struct options {
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
+
+	/* Supervisor mode (cgroup_watch.c) instead of --pid: every Tokio process in a cgroup. */
+	const char *cgroup_path;  /* --cgroup */
+	const char *container_id; /* --container: the cgroup found from /proc/PID/cgroup lines */
 };
 
 /* Largest per-worker rate accepted: beyond this a sample per eligible transition is the

@@ -1378,21 +1378,13 @@ static int load_samples(struct report *r, const char *path)
 	return 0;
 }
 
-int report_main(const char *dir)
+/* One --pid run's directory. */
+static int report_run(const char *dir)
 {
 	char meta[4096], samples[4096];
 	struct report *r;
-	struct stat st;
 	int rc = 1;
 
-	errno = 0;
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr,
-			"dial9-bpf: %s: %s: give the --output directory of a previous dial9-bpf "
-			"run\n",
-			dir, errno ? strerror(errno) : "not a directory");
-		return 1;
-	}
 	if (snprintf(meta, sizeof(meta), "%s/metadata.json", dir) >= (int)sizeof(meta) ||
 	    snprintf(samples, sizeof(samples), "%s/samples.jsonl", dir) >= (int)sizeof(samples)) {
 		fprintf(stderr, "dial9-bpf: %s: path too long: give a shorter path\n", dir);
@@ -1413,4 +1405,142 @@ int report_main(const char *dir)
 	}
 	report_free(r);
 	return rc;
+}
+
+/* Reads and parses a JSON file whole; NULL after printing one line naming it and the fix. */
+static json_object *load_json(const char *path, const char *fix)
+{
+	char err[512];
+	struct perr e = {err, sizeof(err)};
+	struct json_tokener *tok = NULL;
+	json_object *root = NULL;
+	off_t size = 0;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	f = open_regular(path, REPORT_META_MAX, fix, err, sizeof(err), &size);
+	if (!f)
+		goto out;
+	buf = malloc((size_t)size + 1);
+	tok = json_tokener_new_ex(JSON_DEPTH);
+	if (!buf || !tok) {
+		fail(&e, "out of memory");
+		goto out;
+	}
+	n = fread(buf, 1, (size_t)size, f);
+	if (ferror(f)) {
+		fail(&e, "read failed: %s", strerror(errno));
+		goto out;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	root = json_tokener_parse_ex(tok, buf, (int)n);
+	if (json_tokener_get_error(tok) != json_tokener_success || !root) {
+		json_object_put(root);
+		root = NULL;
+		fail(&e, "invalid JSON (%s): the file is damaged or not written by dial9-bpf",
+		     json_tokener_error_desc(json_tokener_get_error(tok)));
+	}
+out:
+	if (!root)
+		fprintf(stderr, "dial9-bpf: %s: %s\n", path, err);
+	if (f)
+		fclose(f);
+	json_tokener_free(tok);
+	free(buf);
+	return root;
+}
+
+/*
+ * A --cgroup/--container run: processes.json lists one --pid run directory per profile (see
+ * cgroup_watch.c); each is reported in turn, under a header naming the process.
+ */
+static int report_processes(const char *dir, const char *path)
+{
+	char err[512], exe[256], reason[64], sub[4096];
+	struct perr e = {err, sizeof(err)};
+	json_object *root = load_json(path, "give the --output directory of a dial9-bpf run");
+	json_object *procs;
+	size_t n;
+	int rc = 0;
+
+	if (!root)
+		return 1;
+	if (get_typed(&e, "", root, "processes", false, json_type_array, &procs)) {
+		fprintf(stderr, "dial9-bpf: %s: %s: the file is damaged or not written by "
+				"dial9-bpf\n",
+			path, err);
+		json_object_put(root);
+		return 1;
+	}
+	n = json_object_array_length(procs);
+	if (!n)
+		printf("%s: no Tokio process was profiled (%s lists none)\n", dir, path);
+	for (size_t i = 0; i < n; i++) {
+		json_object *p = json_object_array_get_idx(procs, i);
+		const char *subdir, *exe_s, *why;
+		int64_t pid, code;
+		struct stat st;
+
+		if (!json_object_is_type(p, json_type_object) ||
+		    get_str(&e, "processes[]", p, "subdir", false, false, &subdir) ||
+		    get_str(&e, "processes[]", p, "exe", false, true, &exe_s) ||
+		    get_str(&e, "processes[]", p, "stop_reason", false, false, &why) ||
+		    get_i64(&e, "processes[]", p, "pid", false, 1, INT32_MAX, &pid) ||
+		    get_i64(&e, "processes[]", p, "exit_code", false, -1, 255, &code)) {
+			if (!json_object_is_type(p, json_type_object))
+				fail(&e, "processes[%zu] is not an object", i);
+			fprintf(stderr, "dial9-bpf: %s: %s: the file is damaged or not written by "
+					"dial9-bpf\n",
+				path, err);
+			rc = 1;
+			break;
+		}
+		/* A name inside dir, never a path out of it. */
+		if (!*subdir || strchr(subdir, '/') || !strcmp(subdir, ".") ||
+		    !strcmp(subdir, "..") ||
+		    snprintf(sub, sizeof(sub), "%s/%s", dir, subdir) >= (int)sizeof(sub)) {
+			fprintf(stderr, "dial9-bpf: %s: processes[%zu].subdir is not a directory "
+					"name: the file is damaged\n",
+				path, i);
+			rc = 1;
+			break;
+		}
+		copy_str(exe, sizeof(exe), exe_s);
+		copy_str(reason, sizeof(reason), why);
+		printf("%s== %s: pid %" PRId64 " (%s), %s ==\n", i ? "\n" : "", subdir, pid, exe,
+		       reason);
+		fflush(stdout);
+		if (stat(sub, &st) || !S_ISDIR(st.st_mode)) {
+			printf("no profile: its profiler exited with %" PRId64
+			       " before sampling (its messages were on stderr)\n",
+			       code);
+			continue;
+		}
+		rc |= report_run(sub);
+	}
+	json_object_put(root);
+	return rc;
+}
+
+int report_main(const char *dir)
+{
+	char meta[4096], procs[4096];
+	struct stat st;
+
+	errno = 0;
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr,
+			"dial9-bpf: %s: %s: give the --output directory of a previous dial9-bpf "
+			"run\n",
+			dir, errno ? strerror(errno) : "not a directory");
+		return 1;
+	}
+	/* A supervisor's directory (--cgroup, --container) has processes.json and no
+	 * metadata.json of its own. */
+	if (snprintf(meta, sizeof(meta), "%s/metadata.json", dir) < (int)sizeof(meta) &&
+	    snprintf(procs, sizeof(procs), "%s/processes.json", dir) < (int)sizeof(procs) &&
+	    access(meta, F_OK) && !access(procs, F_OK))
+		return report_processes(dir, procs);
+	return report_run(dir);
 }

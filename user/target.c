@@ -412,6 +412,33 @@ fail:
 	return err;
 }
 
+int target_exe_is_tokio(const char *exe, const char **why)
+{
+	struct target *t = calloc(1, sizeof(*t));
+	int err;
+
+	if (!t)
+		return -ENOMEM;
+	t->lock_fd = -1;
+	err = elf_file_open(exe, &t->elf);
+	if (err == -ENOEXEC) {
+		*why = "not an ELF executable";
+		err = 0;
+	} else if (!err && !elf_file_has_symtab(t->elf)) {
+		*why = file_mentions_tokio(exe) ? "stripped (no .symtab): its Tokio functions "
+						  "cannot be found"
+						: "not a Tokio program";
+	} else if (!err) {
+		err = find_probes(t);
+		if (!err && t->count[PROBE_POLL])
+			err = 1;
+		else if (!err)
+			*why = "not a Tokio program";
+	}
+	target_close(t);
+	return err;
+}
+
 void target_close(struct target *t)
 {
 	if (!t)

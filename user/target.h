@@ -50,6 +50,14 @@ int target_open(int pid, struct target **out);
 void target_close(struct target *t);
 
 /*
+ * Whether the executable at exe (e.g. /proc/PID/exe) is a Tokio program target_open() would
+ * accept, without printing: 1 yes; 0 no, with *why set to a short static reason ("no Tokio
+ * poll functions", "stripped", ...); a negative errno when it cannot be read (the process is
+ * gone, a kernel thread). For watching many processes, where most are not Tokio programs.
+ */
+int target_exe_is_tokio(const char *exe, const char **why);
+
+/*
  * Whether the target has exec'd another executable since target_open(): /proc/PID/exe now
  * names another file (device and inode). The probes sit on the old file, so they no longer
  * fire. false while the answer is unknown (the process is gone: see pidfd).

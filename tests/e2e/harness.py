@@ -192,6 +192,20 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
     return p.returncode, out, err
 
 
+def wait_stderr(errf, needle, p, timeout=20):
+    """Waits until the file errf (a background tool's stderr) contains needle."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(errf) as f:
+            if needle in f.read():
+                return
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    with open(errf) as f:
+        raise AssertionError(f"'{needle}' not on the tool's stderr: {f.read()[-1500:]}")
+
+
 def read_samples(outdir):
     with open(os.path.join(outdir, "samples.jsonl")) as f:
         return [json.loads(l) for l in f if l.strip()]

@@ -22,8 +22,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
-                     test)
+from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, Demo, read_metadata, read_samples,
+                     run_all, run_tool, test, wait_stderr)
 
 
 # Preloaded into the demo: exec another program when a trigger file appears, or spawn and join
@@ -136,19 +136,6 @@ def start_tool(*args):
         p = subprocess.Popen([TOOL, *map(str, args), *ALWAYS_ARMED], stdout=subprocess.DEVNULL,
                              stderr=ef)
     return p, errf
-
-
-def wait_stderr(errf, needle, p, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with open(errf) as f:
-            if needle in f.read():
-                return
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    with open(errf) as f:
-        raise AssertionError(f"'{needle}' not on the tool's stderr: {f.read()[-1500:]}")
 
 
 def finish(p, errf, timeout=30):
