@@ -21,7 +21,7 @@
  * which a target using every core pays for): at most this share of the budget goes to them.
  * More, shorter windows make each epoch's count steadier. */
 #define WINDOW_BUDGET_SHARE 0.25
-#define MIN_WINDOW_NS 1000000.0
+#define MIN_WINDOW_NS 20000000.0
 /* After attaching, before the gate opens (see run_windows). */
 #define SETTLE_NS 5000000ULL
 #define MIN_DUTY 0.002
