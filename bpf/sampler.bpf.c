@@ -256,17 +256,28 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 
 	emit_epoch(key, ws);
 	/* The calibrating epoch began when the worker was first seen, mid-second: scale its
-	 * count to a whole second, or the next epoch selects up to twice its budget. */
-	if (ws->calibrating && consecutive && prev > 0) {
+	 * count to a whole second, or the next epoch selects up to twice its budget. Not with
+	 * windows: the worker was first seen in a window, and windows cover the rest. */
+	if (ws->calibrating && consecutive && prev > 0 && ws->duty == D9_PROB_ONE) {
 		__u64 covered = (epoch * D9_NSEC_PER_SEC) - ws->first_ns;
 
 		if (covered > D9_NSEC_PER_SEC / 100 && covered < D9_NSEC_PER_SEC)
 			prev = prev * D9_NSEC_PER_SEC / covered;
 	}
-	/* Windows: the previous epoch's count was seen through its duty and this one's is seen
-	 * through the current duty, which the loader changes from epoch to epoch. */
-	if (consecutive && prev > 0 && ws->duty && duty != ws->duty)
-		prev = prev * (duty >> 16) / ((ws->duty >> 16) | 1);
+	/* Windows: an epoch's count is seen through a few short windows, whose duty the loader
+	 * changes from epoch to epoch, and swings with what the worker happened to do in them:
+	 * p from the last count alone then delivers well under hz on average (the cap trims the
+	 * high epochs, nothing fills the low ones). So the expected count comes from a running
+	 * average of counts at full coverage, through the current duty. */
+	if (duty < D9_PROB_ONE) {
+		if (consecutive && ws->duty) {
+			__u64 full = (prev << 16) / ((ws->duty >> 16) | 1) << 16;
+
+			ws->rate = ws->rate ? (ws->rate + full) / 2 : full;
+		}
+		prev = ((ws->rate >> 16) * (duty >> 16)) >> 16;
+		consecutive = ws->rate > 0;
+	}
 	if (consecutive && prev > 0) {
 		__u64 p = (per_worker_hz << D9_PROB_SHIFT) / prev;
 

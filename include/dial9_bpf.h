@@ -175,6 +175,7 @@ struct d9_worker_state {
 	__u64 rng;
 	__u64 first_ns; /* when the worker was first seen: its calibrating epoch is partial */
 	__u64 duty;	/* window duty of its last eligible transition */
+	__u64 rate;	/* windows: eligible per epoch at full coverage, smoothed (x 2^16) */
 	__u32 capped;
 	__u32 calibrating;
 	__u32 last_tid;
