@@ -23,7 +23,7 @@
 #define WINDOW_BUDGET_SHARE 0.25
 #define MIN_WINDOW_NS 20000000.0
 /* After attaching, before the gate opens (see run_windows). */
-#define SETTLE_NS 5000000ULL
+#define SETTLE_NS 1000000ULL
 #define MIN_DUTY 0.002
 #define INITIAL_DUTY 0.005
 /* At or above this duty, windows save too little to pay for arming cycles, and the attach

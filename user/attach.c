@@ -270,10 +270,20 @@ void detach_probes(struct attachment *a)
 
 	if (!a->n)
 		goto out;
-	if (a->multi) {
-		/* A few links: newest (hottest) first, so it is gone soonest. */
-		for (size_t i = a->n; i-- > 0;)
-			close(a->fds[i]);
+	if (a->multi && a->n <= NTHREADS) {
+		/* A few links (cold, hot), each close waiting for its own RCU grace periods:
+		 * closed side by side, so the cold probes do not stay in place, and paid for, while
+		 * the hot link's removal waits. */
+		for (size_t i = a->n; i-- > 0;) {
+			slices[i] = (struct detach_slice){a, i, i + 1};
+			started[i] =
+			    i > 0 && !pthread_create(&th[i], NULL, detach_slice, &slices[i]);
+			if (!started[i])
+				detach_slice(&slices[i]);
+		}
+		for (size_t i = 0; i < a->n; i++)
+			if (started[i])
+				pthread_join(th[i], NULL);
 		goto out;
 	}
 	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
