@@ -221,14 +221,41 @@ static __always_inline __u32 next_rand(struct d9_worker_state *ws)
 	return (x * 0x2545f4914f6cdd1dULL) >> 32;
 }
 
+/* A ring-buffer record, or NULL with the drop counted. */
+static __always_inline void *rb_reserve(__u64 size)
+{
+	void *r = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!r)
+		count(D9_CNT_RB_DROPS);
+	return r;
+}
+
+/* The current task's pid and tid as the tool's pid namespace sees them (the root namespace's
+ * when the translation fails: then false). */
+static __always_inline bool current_pid_tid(__u32 *pid, __u32 *tid)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	*pid = id >> 32;
+	*tid = (__u32)id;
+	if (pidns_ino) {
+		struct bpf_pidns_info ns = {};
+
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+			return false;
+		*pid = ns.tgid;
+		*tid = ns.pid;
+	}
+	return true;
+}
+
 static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
 {
-	struct d9_epoch *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct d9_epoch *e = rb_reserve(sizeof(*e));
 
-	if (!e) {
-		count(D9_CNT_RB_DROPS);
+	if (!e)
 		return;
-	}
 	e->type = D9_REC_EPOCH;
 	e->capped = ws->capped;
 	e->worker = key;
@@ -354,6 +381,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 {
 	struct stack_buf *sb;
 	struct d9_sample *s;
+	__u32 pid, ns_tid;
 
 	if (raw_stack_bytes && (f->flags & D9_SF_STACK_AT_PARK)) {
 		struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
@@ -368,23 +396,14 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 		}
 	}
 
-	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
-	if (!s) {
-		count(D9_CNT_RB_DROPS);
+	s = rb_reserve(sizeof(*s));
+	if (!s)
 		return;
-	}
 	s->type = D9_REC_SAMPLE;
 	s->flags = f->flags;
-	s->pid = bpf_get_current_pid_tgid() >> 32;
-	s->tid = tid;
-	if (pidns_ino) {
-		struct bpf_pidns_info ns = {};
-
-		if (!bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns))) {
-			s->pid = ns.tgid;
-			s->tid = ns.pid;
-		}
-	}
+	current_pid_tid(&pid, &ns_tid);
+	s->pid = pid;
+	s->tid = ns_tid;
 	s->worker = f->worker;
 	s->task_id = f->task_id;
 	s->task_hdr = f->hdr;
@@ -755,23 +774,14 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 SEC("raw_tp/sched_process_exec")
 int target_exec(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct d9_exec *e;
+	__u32 tgid, tid;
 
-	if (pidns_ino) {
-		struct bpf_pidns_info ns = {};
-
-		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
-			return 0;
-		tgid = ns.tgid;
-	}
-	if (tgid != targ_tgid)
+	if (!current_pid_tid(&tgid, &tid) || tgid != targ_tgid)
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(D9_CNT_RB_DROPS);
+	e = rb_reserve(sizeof(*e));
+	if (!e)
 		return 0;
-	}
 	e->type = D9_REC_EXEC;
 	e->pid = tgid;
 	e->ts_ns = bpf_ktime_get_ns();
@@ -803,11 +813,9 @@ int BPF_KPROBE(worker_run, __u64 worker)
 			drop_stale_frames(t, tid, arm->generation);
 		t->run_depth = t->depth;
 	}
-	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
-	if (!w) {
-		count(D9_CNT_RB_DROPS);
+	w = rb_reserve(sizeof(*w));
+	if (!w)
 		return 0;
-	}
 	w->type = D9_REC_WORKER;
 	w->tid = tid;
 	w->worker = worker;

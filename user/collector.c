@@ -268,32 +268,28 @@ int collector_handle(void *ctx, void *data, size_t size)
 	}
 }
 
-/* The worker's in-window slowdown in an epoch, from its closed record or the open one. */
-static double worker_slowdown(struct collector *c, struct worker_info *w, uint64_t epoch)
+/* What a sample needs of its worker's epoch: whether the cap refused a selection in it, and
+ * the worker's in-window slowdown. From the closed epoch's record, else the open one's state
+ * in the map; with neither, not capped and no slowdown. */
+static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoch, bool *capped,
+		       double *slowdown)
 {
 	struct d9_worker_state ws;
 
+	*capped = false;
+	*slowdown = 1.0;
 	for (size_t i = 0; w && i < w->nepochs; i++)
-		if (w->epochs[i].epoch == epoch)
-			return w->epochs[i].slowdown > 0 ? w->epochs[i].slowdown : 1.0;
+		if (w->epochs[i].epoch == epoch) {
+			*capped = w->epochs[i].capped;
+			if (w->epochs[i].slowdown > 0)
+				*slowdown = w->epochs[i].slowdown;
+			return;
+		}
 	if (c->open_epoch && !c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, &ws) &&
-	    ws.epoch == epoch)
-		return epoch_slowdown(&ws.gate, c->hit_cost_ns);
-	return 1.0;
-}
-
-/* True when the worker's epoch saw a refusal by the cap. */
-static bool epoch_capped(struct collector *c, struct worker_info *w, uint64_t epoch)
-{
-	struct d9_worker_state ws;
-
-	for (size_t i = 0; w && i < w->nepochs; i++)
-		if (w->epochs[i].epoch == epoch)
-			return w->epochs[i].capped;
-	if (c->open_epoch && !c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, &ws) &&
-	    ws.epoch == epoch)
-		return ws.capped;
-	return false;
+	    ws.epoch == epoch) {
+		*capped = ws.capped;
+		*slowdown = epoch_slowdown(&ws.gate, c->hit_cost_ns);
+	}
 }
 
 static uint64_t mix64(uint64_t x)
@@ -383,7 +379,9 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	const uint64_t *pcs = (const uint64_t *)s->stack;
 	struct task_sample ts = {};
 	struct run_thread *rt;
+	double slowdown;
 	size_t n = 0;
+	bool capped;
 
 	if (c->unw && raw) {
 		struct unwind_regs regs = {.ip = raw->ip, .sp = raw->sp, .bp = raw->bp};
@@ -429,16 +427,17 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.worker_key = s->worker;
 	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
 	ts.task_id = s->task_id;
+	epoch_view(c, w, s->epoch, &capped, &slowdown);
 	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
 	if (s->flags & D9_SF_WINDOWED)
-		ts.prob *= worker_slowdown(c, w, s->epoch);
+		ts.prob *= slowdown;
 	if (!(ts.prob > 0))
 		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts.epoch = s->epoch;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
 	ts.poll_end_ns = s->poll_end_ns;
-	ts.capped = (s->flags & D9_SF_CAPPED) || epoch_capped(c, w, s->epoch);
+	ts.capped = (s->flags & D9_SF_CAPPED) || capped;
 	ts.outcome = (s->flags & D9_SF_COMPLETE)  ? "complete"
 		     : (s->flags & D9_SF_PENDING) ? "pending"
 						  : "unknown";

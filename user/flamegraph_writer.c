@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "json.h"
 #include "stack_agg.h"
 #include "target.h"
 #include "writer.h"
@@ -310,13 +311,10 @@ static const char *grouped(uint64_t v, char *buf, size_t size)
 static void put_u64(FILE *f, uint64_t v)
 {
 	char tmp[20];
-	size_t n = 0;
+	size_t n;
+	const char *d = u64_digits(tmp, v, &n);
 
-	do {
-		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	fwrite(tmp + sizeof(tmp) - n, 1, n, f);
+	fwrite(d, 1, n, f);
 }
 
 static void put_int(FILE *f, int v)

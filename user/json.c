@@ -89,13 +89,10 @@ void json_buf_free(struct json_buf *b)
 void json_buf_u64(struct json_buf *b, uint64_t v)
 {
 	char tmp[20];
-	size_t n = 0;
+	size_t n;
+	const char *d = u64_digits(tmp, v, &n);
 
-	do {
-		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	json_buf_raw(b, tmp + sizeof(tmp) - n, n);
+	json_buf_raw(b, d, n);
 }
 
 void json_buf_i64(struct json_buf *b, int64_t v)

@@ -44,6 +44,19 @@ static inline void json_buf_puts(struct json_buf *b, const char *s)
 	json_buf_raw(b, s, strlen(s));
 }
 
+/* v in decimal at the end of tmp, without printf; returns where the digits start. */
+static inline const char *u64_digits(char tmp[20], uint64_t v, size_t *len)
+{
+	size_t n = 0;
+
+	do {
+		tmp[20 - ++n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	*len = n;
+	return tmp + 20 - n;
+}
+
 /* Decimal, like printf's PRIu64 and %d; lowercase hex without prefix, like PRIx64. */
 void json_buf_u64(struct json_buf *b, uint64_t v);
 void json_buf_i64(struct json_buf *b, int64_t v);

@@ -198,66 +198,68 @@ def target_exits_mid_run():
             f"perf report: {perf}")
 
 
-@test
-def target_execs_another_program():
+def profile_through_exec(self_exec):
+    """Profiles a demo that execs 2 s in (itself again, or /bin/sleep): the tool's exit code,
+    stderr, seconds from the exec to its exit, output dir, and the target's exe identity
+    before and after, comm and argv after."""
     trig = os.path.join(tmpdir("d9trig-"), "go")
     env = dict(os.environ, LD_PRELOAD=helper_so(), D9_EXEC_TRIGGER=trig)
+    if self_exec:
+        env["D9_EXEC_SELF"] = "1"
     d = demo(workers=2, mode="mix", env=env)
     out = tmpdir("d9out-exec-")
+    r = {"out": out}
     try:
+        r["exe0"] = os.stat(f"/proc/{d.pid}/exe")
         p, errf = start_tool("--pid", d.pid, "--duration", 60, "--output", out)
         wait_stderr(errf, "sampling pid", p)
         time.sleep(2)
         open(trig, "w").close()
         t0 = time.time()
-        rc, err = finish(p, errf)
-        stop_s = time.time() - t0
+        r["rc"], r["err"] = finish(p, errf)
+        r["stop_s"] = time.time() - t0
+        r["exe1"] = os.stat(f"/proc/{d.pid}/exe")
         with open(f"/proc/{d.pid}/comm") as f:
-            comm = f.read().strip()
+            r["comm"] = f.read().strip()
+        with open(f"/proc/{d.pid}/cmdline") as f:
+            r["cmdline"] = f.read().split("\0")
     finally:
         d.stop()
-    assert comm == "sleep", f"the demo did not exec: comm {comm}"
-    assert rc == 0, f"exit {rc}: {err[-1500:]}"
+    return r
+
+
+def check_stopped_at_exec(r):
+    """Samples from before the exec kept, and the stop said so."""
+    err = r["err"]
+    assert r["rc"] == 0, f"exit {r['rc']}: {err[-1500:]}"
     assert "exec'd" in err, err[-1500:]
-    meta = read_metadata(out)
+    meta = read_metadata(r["out"])
     assert meta["stop_reason"] == "target_exec", meta["stop_reason"]
-    samples = read_samples(out)
+    samples = read_samples(r["out"])
     assert samples and named_fraction(samples) >= 0.9, "samples before the exec not kept"
-    perf = perf_report_ok(out)
-    return f"stopped {stop_s:.1f}s after the exec; {len(samples)} samples kept; {perf}"
+    return samples
+
+
+@test
+def target_execs_another_program():
+    r = profile_through_exec(self_exec=False)
+    assert r["comm"] == "sleep", f"the demo did not exec: comm {r['comm']}"
+    samples = check_stopped_at_exec(r)
+    perf = perf_report_ok(r["out"])
+    return f"stopped {r['stop_s']:.1f}s after the exec; {len(samples)} samples kept; {perf}"
 
 
 @test
 def target_execs_same_executable():
-    trig = os.path.join(tmpdir("d9trig-"), "go")
-    env = dict(os.environ, LD_PRELOAD=helper_so(), D9_EXEC_TRIGGER=trig, D9_EXEC_SELF="1")
-    d = demo(workers=2, mode="mix", env=env)
-    out = tmpdir("d9out-execself-")
-    try:
-        with open(f"/proc/{d.pid}/exe", "rb"):
-            exe0 = os.stat(f"/proc/{d.pid}/exe")
-        p, errf = start_tool("--pid", d.pid, "--duration", 60, "--output", out)
-        wait_stderr(errf, "sampling pid", p)
-        time.sleep(2)
-        open(trig, "w").close()
-        t0 = time.time()
-        rc, err = finish(p, errf)
-        stop_s = time.time() - t0
-        exe1 = os.stat(f"/proc/{d.pid}/exe")
-        with open(f"/proc/{d.pid}/cmdline") as f:
-            cmdline = f.read().split("\0")
-    finally:
-        d.stop()
+    r = profile_through_exec(self_exec=True)
+    exe0, exe1 = r["exe0"], r["exe1"]
     assert (exe0.st_dev, exe0.st_ino) == (exe1.st_dev, exe1.st_ino), "not the same executable"
-    assert cmdline[:2] == ["demo", "--workers"], f"the demo did not exec itself: {cmdline}"
-    assert rc == 0, f"exit {rc}: {err[-1500:]}"
-    assert "exec'd" in err, err[-1500:]
-    meta = read_metadata(out)
-    assert meta["stop_reason"] == "target_exec", meta["stop_reason"]
-    assert stop_s < 5, f"stopped {stop_s:.1f}s after the exec"
-    samples = read_samples(out)
-    assert samples and named_fraction(samples) >= 0.9, "samples before the exec not kept"
-    return f"stopped {stop_s:.1f}s after exec'ing the same file; {len(samples)} samples kept"
+    assert r["cmdline"][:2] == ["demo", "--workers"], \
+        f"the demo did not exec itself: {r['cmdline']}"
+    samples = check_stopped_at_exec(r)
+    assert r["stop_s"] < 5, f"stopped {r['stop_s']:.1f}s after the exec"
+    return (f"stopped {r['stop_s']:.1f}s after exec'ing the same file; {len(samples)} samples "
+            f"kept")
 
 
 @test
