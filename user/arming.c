@@ -28,6 +28,11 @@
 /* At or above this duty, windows save too little to pay for arming cycles, and the attach
  * and detach latencies (~0.1 s) no longer fit between windows. */
 #define CONTINUOUS_DUTY 0.5
+/* The budget is a ceiling, not a target: windows need only see this many eligible
+ * transitions per worker for each sample wanted, so that p inside them stays at most 1/16.
+ * On a busy worker (280k polls/s) that is a fraction of the budget's duty, and every probe
+ * hit saved is CPU the target keeps. */
+#define SAMPLE_MARGIN 16.0
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 
@@ -331,6 +336,36 @@ static double next_duty(struct arming *a, double probe_ns, double own_ns, uint64
 	return duty > 2 * a->duty ? 2 * a->duty : duty;
 }
 
+/* Workers that made an eligible transition in the last two epochs. */
+static uint32_t active_workers(struct arming *a, uint64_t epoch)
+{
+	int fd = bpf_map__fd(a->skel->maps.workers);
+	uint64_t key, next, *prev = NULL;
+	struct d9_worker_state ws;
+	uint32_t n = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &ws) && ws.epoch + 2 >= epoch)
+			n++;
+	}
+	return n;
+}
+
+/* The duty at which windows see SAMPLE_MARGIN x hz eligible transitions per worker, from the
+ * last epoch's in-window count; +inf when nothing is known yet. */
+static double duty_for_samples(struct arming *a, uint64_t delig, uint64_t armed_ns, uint64_t epoch)
+{
+	uint32_t nw;
+	double per_worker_s;
+
+	if (!a->per_worker_hz || !armed_ns || !delig || !(nw = active_workers(a, epoch)))
+		return 1e300;
+	per_worker_s = (double)delig / nw / ((double)armed_ns / (double)NSEC);
+	return SAMPLE_MARGIN * a->per_worker_hz / per_worker_s;
+}
+
 static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,
 		      double overhead)
 {
@@ -343,25 +378,29 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 		a->log = np;
 		a->caplog = ncap;
 	}
-	a->log[a->nlog++] = (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead};
+	a->log[a->nlog++] =
+	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, a->by_samples};
 }
 
 static void *arming_thread(void *arg)
 {
 	struct arming *a = arg;
 	uint64_t hits0 = counter(a, D9_CNT_HITS), xol0 = counter(a, D9_CNT_HITS_XOL);
+	uint64_t elig0 = counter(a, D9_CNT_ELIGIBLE);
 	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0, tool0 = process_cpu_ns();
 	uint32_t nwin_prev = 0;
 	bool continuous = false;
 
 	while (!a->stop) {
 		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, tool, armed = 0, k;
-		double overhead, duty, probe_ns, own_ns, tool_ns, tool_other_ns;
+		uint64_t elig;
+		double overhead, duty, probe_ns, own_ns, tool_ns, tool_other_ns, need;
 		uint32_t nwin = 0;
 
 		update_bpf_run_ns(a);
 		hits = counter(a, D9_CNT_HITS);
 		xol = counter(a, D9_CNT_HITS_XOL);
+		elig = counter(a, D9_CNT_ELIGIBLE);
 		cpu = target_cpu_ns(a->t->pid);
 		tool = process_cpu_ns();
 		probe_ns = probe_cpu(a, hits - hits0, xol - xol0);
@@ -375,6 +414,10 @@ static void *arming_thread(void *arg)
 			tool_other_ns = 0;
 		overhead = (probe_ns + tool_ns) / own_ns;
 		duty = next_duty(a, probe_ns, own_ns, armed_prev, tool_other_ns);
+		need = duty_for_samples(a, elig - elig0, armed_prev, epoch);
+		a->by_samples = need < duty;
+		if (a->by_samples)
+			duty = need;
 		pthread_mutex_lock(&a->lock);
 		a->probe_cpu_ns += (uint64_t)probe_ns;
 		a->target_cpu_ns += cpu - cpu0;
@@ -385,6 +428,7 @@ static void *arming_thread(void *arg)
 		pthread_mutex_unlock(&a->lock);
 		hits0 = hits;
 		xol0 = xol;
+		elig0 = elig;
 		cpu0 = cpu;
 		tool0 = tool;
 		a->duty = duty < MIN_DUTY ? MIN_DUTY : duty >= CONTINUOUS_DUTY ? 1.0 : duty;

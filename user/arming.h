@@ -9,6 +9,11 @@
  * unbiased: window placement is random (uniform over each slot, wrapping inside the slot), so
  * every instant is covered with probability exactly duty.
  *
+ * The budget is a ceiling, not a target: duty is also capped at what the samples need
+ * (windows seeing 16 x hz eligible transitions per worker, from the last epoch's in-window
+ * count, floor 0.2%), so a busy worker, whose budget duty would see thousands of transitions
+ * for 10 samples, pays a fraction of the budget.
+ *
  * The budget covers probe hits (hits x the calibrated trap cost + the program's measured run
  * time) and the tool's own CPU (an attach and detach per window, reading samples), which a
  * target using every core pays for as much. While a window is open the loader neither wakes
@@ -42,13 +47,15 @@ struct arming_epoch {
 	uint32_t windows;
 	uint64_t gate_ns;    /* time the gate was really open in this epoch's windows */
 	double est_overhead; /* (probe CPU + tool CPU) / target's own CPU, this epoch */
+	bool by_samples;     /* duty set by what the samples need, not by the budget */
 };
 
 struct arming {
 	/* set before arming_start */
 	struct sampler_bpf *skel;
 	const struct target *t;
-	double budget; /* fraction of the target's CPU, 1.0 = always armed */
+	double budget;		/* fraction of the target's CPU, 1.0 = always armed */
+	uint32_t per_worker_hz; /* samples wanted per worker per second: duty needs no more */
 	struct probe_cost cost;
 	uint64_t seed;
 
@@ -59,6 +66,7 @@ struct arming {
 	struct attachment links;
 	uint64_t generation;
 	double duty;
+	bool by_samples;
 	uint64_t rng;
 	int stats_fd; /* keeps the kernel's BPF run-time statistics on */
 	uint64_t run_time0, run_cnt0;

@@ -424,6 +424,7 @@ int main(int argc, char **argv)
 		arm.skel = skel;
 		arm.t = t;
 		arm.budget = o.overhead_budget / 100.0;
+		arm.per_worker_hz = o.per_worker_hz;
 		arm.seed = o.seed;
 		arm.links.multi = links.multi;
 		err = arming_start(&arm);
