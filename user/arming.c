@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,13 +362,13 @@ static double duty_for_samples(struct arming *a, uint64_t delig, uint64_t armed_
 	double per_worker_s;
 
 	if (!a->per_worker_hz || !armed_ns || !delig || !(nw = active_workers(a, epoch)))
-		return 1e300;
+		return HUGE_VAL;
 	per_worker_s = (double)delig / nw / ((double)armed_ns / (double)NSEC);
 	return SAMPLE_MARGIN * a->per_worker_hz / per_worker_s;
 }
 
 static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,
-		      double overhead)
+		      double overhead, bool by_samples)
 {
 	if (a->nlog == a->caplog) {
 		size_t ncap = a->caplog ? a->caplog * 2 : 64;
@@ -379,7 +380,7 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 		a->caplog = ncap;
 	}
 	a->log[a->nlog++] =
-	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, a->by_samples};
+	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, by_samples};
 }
 
 static void *arming_thread(void *arg)
@@ -396,6 +397,7 @@ static void *arming_thread(void *arg)
 		uint64_t elig;
 		double overhead, duty, probe_ns, own_ns, tool_ns, tool_other_ns, need;
 		uint32_t nwin = 0;
+		bool by_samples;
 
 		update_bpf_run_ns(a);
 		hits = counter(a, D9_CNT_HITS);
@@ -415,8 +417,8 @@ static void *arming_thread(void *arg)
 		overhead = (probe_ns + tool_ns) / own_ns;
 		duty = next_duty(a, probe_ns, own_ns, armed_prev, tool_other_ns);
 		need = duty_for_samples(a, elig - elig0, armed_prev, epoch);
-		a->by_samples = need < duty;
-		if (a->by_samples)
+		by_samples = need < duty;
+		if (by_samples)
 			duty = need;
 		pthread_mutex_lock(&a->lock);
 		a->probe_cpu_ns += (uint64_t)probe_ns;
@@ -445,7 +447,7 @@ static void *arming_thread(void *arg)
 			}
 			armed = (epoch + 1) * NSEC - now;
 			pthread_mutex_lock(&a->lock);
-			log_epoch(a, epoch, nwin, armed, 0);
+			log_epoch(a, epoch, nwin, armed, 0, by_samples);
 			a->armed_ns += armed;
 			a->windows += nwin;
 			pthread_mutex_unlock(&a->lock);
@@ -462,7 +464,7 @@ static void *arming_thread(void *arg)
 		if (run_windows(a, epoch * NSEC, a->duty, k, &nwin, &armed))
 			break;
 		pthread_mutex_lock(&a->lock);
-		log_epoch(a, epoch, nwin, armed, 0);
+		log_epoch(a, epoch, nwin, armed, 0, by_samples);
 		a->armed_ns += armed;
 		a->windows += nwin;
 		pthread_mutex_unlock(&a->lock);

@@ -66,7 +66,6 @@ struct arming {
 	struct attachment links;
 	uint64_t generation;
 	double duty;
-	bool by_samples;
 	uint64_t rng;
 	int stats_fd; /* keeps the kernel's BPF run-time statistics on */
 	uint64_t run_time0, run_cnt0;
