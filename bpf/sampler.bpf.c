@@ -40,6 +40,8 @@ const volatile __u64 per_worker_hz = 10;
 const volatile __u64 token_interval_ns = D9_NSEC_PER_SEC / 10; /* 1e9 / hz */
 const volatile __u64 bucket_ns = 2 * D9_NSEC_PER_SEC;	       /* burst x interval */
 const volatile __u64 seed = 0x9e3779b97f4a7c15ULL;
+/* Hits per probe (cookie index), read by the loader through the skeleton's mmap of .bss. */
+__u64 probe_hits[D9_MAX_PROBES];
 /* Header/vtable layout observed in Tokio 1.24 (include/ and the reference notes); the loader
  * validates it against the binary before setting read_task_id. */
 const volatile __u32 read_task_id = 1;
@@ -747,8 +749,11 @@ SEC("uprobe")
 int BPF_KPROBE(probe_entry, __u64 arg0)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 idx = D9_COOKIE_GET_INDEX(cookie);
 
 	count(D9_CNT_HITS);
+	if (idx < D9_MAX_PROBES)
+		__sync_fetch_and_add(&probe_hits[idx], 1);
 	if (cookie & D9_COOKIE_XOL)
 		count(D9_CNT_HITS_XOL);
 	switch (D9_COOKIE_KIND(cookie)) {

@@ -78,6 +78,12 @@ enum d9_sample_flags {
 #define D9_COOKIE_XOL (1ULL << 16)
 #define D9_COOKIE_KIND(c) (((c) >> 8) & 0xff)
 #define D9_COOKIE_PARK(c) ((c)&0xff)
+/* Bits 32..: the probe's index in the loader's list, for the per-probe hit counts
+ * (probe_hits in sampler.bpf.c). Removing the most hit probes first makes a window's end
+ * fast: every hit while removal goes on waits for the target's mmap lock. */
+#define D9_MAX_PROBES 4096
+#define D9_COOKIE_INDEX(i) ((__u64)(i) << 32)
+#define D9_COOKIE_GET_INDEX(c) ((c) >> 32)
 enum d9_probe_cookie_kind {
 	D9_PK_POLL = 1,
 	D9_PK_DEALLOC = 2,

@@ -338,6 +338,10 @@ def segment_figures(demo, rec):
 
 def run_workload(mode, args, workdir, log):
     main, sweep = configurations(args.d9_hz, args.perf_hz)
+    if args.only:
+        keep = set(args.only.split(","))
+        main = [c for c in main if c["key"] in keep]
+        sweep = [c for c in sweep if c["key"] in keep]
     order = schedule(main, sweep, args.rounds, args.sweep_rounds)
     base = cfg("base", 0, True)
     demo = Demo(workdir, mode, args.workers)
@@ -601,6 +605,9 @@ def main():
                     help="no measuring: tables and plot from a previous run's --json")
     ap.add_argument("--md", default=None, help="write the markdown tables here too")
     ap.add_argument("--keep", action="store_true", help="keep the tools' output directories")
+    ap.add_argument("--only", default=None, metavar="KEYS",
+                    help="run only these configurations, e.g. d9w@10,perf-dwarf@99 (kinds: d9 = "
+                    "always armed, d9w = default, perf-fp, perf-dwarf)")
     args = ap.parse_args()
     if args.reanalyze:
         with open(args.reanalyze) as f:
@@ -631,8 +638,13 @@ def main():
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
 
-    main_n = 4 * args.rounds
-    sweep_n = (2 * (len(args.d9_hz) - 1) + len(args.perf_hz) - 1) * args.sweep_rounds
+    m_all, s_all = configurations(args.d9_hz, args.perf_hz)
+    if args.only:
+        keep = set(args.only.split(","))
+        m_all = [c for c in m_all if c["key"] in keep]
+        s_all = [c for c in s_all if c["key"] in keep]
+    main_n = len(m_all) * args.rounds
+    sweep_n = len(s_all) * args.sweep_rounds
     modes = args.modes.split(",")
     est = len(modes) * ((main_n + sweep_n) * (2 * args.seg + 0.8) + args.seg + args.warmup + 2)
     workdir = tempfile.mkdtemp(prefix="d9-bench-overhead-")

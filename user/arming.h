@@ -53,7 +53,7 @@ struct arming_epoch {
 struct arming {
 	/* set before arming_start */
 	struct sampler_bpf *skel;
-	const struct target *t;
+	struct target *t;	/* its probes' hit counts and order are updated here */
 	double budget;		/* fraction of the target's CPU, 1.0 = always armed */
 	uint32_t per_worker_hz; /* samples wanted per worker per second: duty needs no more */
 	struct probe_cost cost;
@@ -62,6 +62,7 @@ struct arming {
 	/* owned by the arming thread */
 	pthread_t thread;
 	bool started;
+	bool realtime; /* the arming thread runs SCHED_FIFO: it wakes on time to disarm */
 	volatile int stop;
 	struct attachment links;
 	uint64_t generation;
@@ -69,6 +70,7 @@ struct arming {
 	uint64_t rng;
 	int stats_fd; /* keeps the kernel's BPF run-time statistics on */
 	uint64_t run_time0, run_cnt0;
+	uint64_t *hits0;       /* probe_hits at the last read, per probe */
 	double window_cpu_ns;  /* the tool's CPU to attach and detach for one window */
 	double window_wall_ns; /* and the wall time those take */
 

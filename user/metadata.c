@@ -103,29 +103,29 @@ static void write_overhead(FILE *f, const struct options *o, const struct run_su
 
 	getrusage(RUSAGE_SELF, &ru);
 	pthread_mutex_lock(&a->lock);
-	fprintf(f,
-		"  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
-		"    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
-		"\"measured\": %s, \"program_run\": %.0f, \"per_hit\": %.0f},\n"
-		"    \"windows\": %" PRIu64
-		", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
-		"\"tool_cpu_ms_per_window\": %.2f,\n"
-		"    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
-		"\"tool_cpu_s_while_sampling\": %.4f, \"est_overhead_pct\": %.3f,\n"
-		"    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n    \"epochs\": [",
-		o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
-		a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false",
-		a->bpf_run_ns, a->cost.entry_ns + a->bpf_run_ns, a->windows,
-		run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
-		a->window_cpu_ns / 1e6, (double)a->target_cpu_ns / 1e9,
-		(double)a->probe_cpu_ns / 1e9, (double)a->tool_cpu_ns / 1e9,
-		a->target_cpu_ns > a->probe_cpu_ns
-		    ? 100.0 * (double)(a->probe_cpu_ns + a->tool_cpu_ns) /
-			  (double)(a->target_cpu_ns - a->probe_cpu_ns)
-		    : 0.0,
-		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-		    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-		ru.ru_maxrss);
+	fprintf(
+	    f,
+	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
+	    "    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
+	    "\"measured\": %s, \"program_run\": %.0f, \"per_hit\": %.0f},\n"
+	    "    \"windows\": %" PRIu64 ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
+	    "\"tool_cpu_ms_per_window\": %.2f, \"arming_realtime\": %s,\n"
+	    "    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
+	    "\"tool_cpu_s_while_sampling\": %.4f, \"est_overhead_pct\": %.3f,\n"
+	    "    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n    \"epochs\": [",
+	    o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
+	    a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false", a->bpf_run_ns,
+	    a->cost.entry_ns + a->bpf_run_ns, a->windows,
+	    run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
+	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)a->target_cpu_ns / 1e9,
+	    (double)a->probe_cpu_ns / 1e9, (double)a->tool_cpu_ns / 1e9,
+	    a->target_cpu_ns > a->probe_cpu_ns
+		? 100.0 * (double)(a->probe_cpu_ns + a->tool_cpu_ns) /
+		      (double)(a->target_cpu_ns - a->probe_cpu_ns)
+		: 0.0,
+	    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+	    ru.ru_maxrss);
 	for (size_t i = 0; i < a->nlog; i++)
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "

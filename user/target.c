@@ -225,10 +225,14 @@ static int add_probe(struct target *t, size_t *cap, const struct elf_sym *sym, c
 		*cap = ncap;
 	}
 	p = &t->probes[t->nprobes++];
-	p->kind = kind;
-	p->cookie = cookie;
-	p->vaddr = sym->addr;
-	p->offset = off;
+	*p = (struct probe_spec){
+	    .kind = kind,
+	    .cookie = cookie,
+	    .vaddr = sym->addr,
+	    .offset = off,
+	    /* Until the hit counts say otherwise (arming.c). */
+	    .hot = kind == PROBE_POLL || (kind == PROBE_PARK && cookie == D9_PARK_YIELD),
+	};
 	p->name = strdup(dm);
 	if (!p->name)
 		return -ENOMEM;
@@ -439,6 +443,44 @@ int target_exe_is_tokio(const char *exe, const char **why)
 	return err;
 }
 
+static const struct target *rank_target;
+
+static int by_hits_desc(const void *x, const void *y)
+{
+	double hx = rank_target->probes[*(const size_t *)x].hits;
+	double hy = rank_target->probes[*(const size_t *)y].hits;
+
+	return hx < hy ? 1 : hx > hy ? -1 : 0;
+}
+
+int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
+{
+	double total = 0, acc = 0;
+
+	if (!t->order && !(t->order = calloc(t->nprobes ? t->nprobes : 1, sizeof(*t->order))))
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nprobes; i++) {
+		/* Halved each window: a probe that went quiet drops out of the hot link soon. */
+		t->probes[i].hits =
+		    0.5 * t->probes[i].hits + 0.5 * (double)(i < n ? window_hits[i] : 0);
+		total += t->probes[i].hits;
+		t->order[i] = i;
+	}
+	if (total <= 0)
+		return 0; /* nothing known yet: hot by kind, as listed */
+	/* Stable enough: ties keep no particular order, and none is needed. */
+	rank_target = t;
+	qsort(t->order, t->nprobes, sizeof(*t->order), by_hits_desc);
+	rank_target = NULL;
+	for (size_t j = 0; j < t->nprobes; j++) {
+		struct probe_spec *p = &t->probes[t->order[j]];
+
+		p->hot = p->hits > 0 && acc < 0.99 * total;
+		acc += p->hits;
+	}
+	return 0;
+}
+
 void target_close(struct target *t)
 {
 	if (!t)
@@ -451,6 +493,7 @@ void target_close(struct target *t)
 	for (size_t i = 0; i < t->nprobes; i++)
 		free(t->probes[i].name);
 	free(t->probes);
+	free(t->order);
 	if (t->elf)
 		elf_file_close(t->elf);
 	free(t);
@@ -508,8 +551,8 @@ int target_lock(struct target *t)
 		}
 		/* The holder we waited for may have unlinked the file we locked: lock the one
 		 * the path names now. */
-		if (!fstat(fd, &held) && !stat(t->lock_path, &named) && held.st_ino == named.st_ino &&
-		    held.st_dev == named.st_dev) {
+		if (!fstat(fd, &held) && !stat(t->lock_path, &named) &&
+		    held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
 			n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 			if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)n, 0) != n) {
 				/* Still locked; only the holder's pid is missing from messages. */

@@ -26,6 +26,8 @@ struct probe_spec {
 	uint64_t offset; /* uprobe file offset */
 	char *name;	 /* demangled */
 	bool xol;	 /* the probed instruction is single-stepped, not emulated */
+	bool hot;	 /* hit on (nearly) every poll: attached last, removed first */
+	double hits;	 /* recent hits per window (arming.c), to order the probes */
 };
 
 struct target {
@@ -36,6 +38,7 @@ struct target {
 	struct elf_file *elf;
 	struct probe_spec *probes;
 	size_t nprobes;
+	size_t *order; /* probes by recent hits, most first (NULL: as listed) */
 	size_t count[PROBE_IDLE + 1];
 	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
 	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */
@@ -48,6 +51,14 @@ struct target {
  * problem and the fix, and returns a negative errno. */
 int target_open(int pid, struct target **out);
 void target_close(struct target *t);
+/*
+ * Folds one armed window's hits per probe (window_hits[i] for probe i, n of them) into the
+ * probes' recent hits, orders them most hit first (t->order) and marks hot the most hit ones
+ * that take 99% of the hits. A few offsets take nearly every hit (on the demo: yield_now, one
+ * raw::poll instance, a semaphore's Acquire): attached last and removed first, they are in
+ * place, and paid for, for the shortest time around each window.
+ */
+int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n);
 
 /*
  * Whether the executable at exe (e.g. /proc/PID/exe) is a Tokio program target_open() would

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <setjmp.h>
 #include <cmocka.h>
 #include "target.h"
@@ -31,8 +32,9 @@ static void test_legacy_names(void **state)
 	expect_probe("tokio::runtime::task::raw::poll", PROBE_POLL, 0);
 	expect_probe("tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0);
 	expect_probe("tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0);
-	expect_probe("<tokio::runtime::task::join::JoinHandle<T> as core::future::future::Future>::poll",
-		     PROBE_PARK, D9_PARK_LEAF);
+	expect_probe(
+	    "<tokio::runtime::task::join::JoinHandle<T> as core::future::future::Future>::poll",
+	    PROBE_PARK, D9_PARK_LEAF);
 	expect_probe("<tokio::task::yield_now::yield_now::{{closure}}::YieldNow as "
 		     "core::future::future::Future>::poll",
 		     PROBE_PARK, D9_PARK_YIELD);
@@ -43,14 +45,15 @@ static void test_legacy_names(void **state)
 static void test_v0_names(void **state)
 {
 	(void)state;
-	expect_probe("tokio::runtime::task::raw::poll::<dial9_demo::Counted<dial9_demo::cpu_kind_"
-		     "task::{closure#0}>, alloc::sync::Arc<tokio::runtime::scheduler::multi_thread::"
-		     "handle::Handle>>",
-		     PROBE_POLL, 0);
+	expect_probe(
+	    "tokio::runtime::task::raw::poll::<dial9_demo::Counted<dial9_demo::cpu_kind_"
+	    "task::{closure#0}>, alloc::sync::Arc<tokio::runtime::scheduler::multi_thread::"
+	    "handle::Handle>>",
+	    PROBE_POLL, 0);
 	expect_probe("<tokio::sync::task::atomic_waker::AtomicWaker>::register_by_ref", PROBE_PARK,
 		     D9_PARK_LEAF);
-	expect_probe("<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK,
-		     D9_PARK_LEAF);
+	expect_probe("<tokio::time::sleep::Sleep as core::future::future::Future>::poll",
+		     PROBE_PARK, D9_PARK_LEAF);
 }
 
 static void test_near_misses(void **state)
@@ -63,16 +66,59 @@ static void test_near_misses(void **state)
 	expect_none("<<tokio::x as y>::z");
 	expect_none("<");
 	expect_none("tokio::runtime::task::waker::clone_waker");
-	expect_none("<tokio::runtime::task::join::JoinHandle<T> as core::future::future::Future>::poll2");
+	expect_none(
+	    "<tokio::runtime::task::join::JoinHandle<T> as core::future::future::Future>::poll2");
 	expect_none("");
+}
+
+/* Probes ranked by hits: most hit first, the 99% of hits hot, a quiet probe dropping out. */
+static void test_rank_probes(void **state)
+{
+	struct probe_spec probes[5] = {
+	    {.kind = PROBE_POLL, .hot = true},	/* hot by kind until counted */
+	    {.kind = PROBE_DEALLOC},		/* never hit */
+	    {.kind = PROBE_PARK, .hot = false}, /* the hottest */
+	    {.kind = PROBE_PARK},		/* a few hits */
+	    {.kind = PROBE_IDLE},		/* rare: under 1% of the hits */
+	};
+	struct target t = {.probes = probes, .nprobes = 5};
+	uint64_t none[5] = {0}, w1[5] = {6000, 0, 12000, 1500, 10}, w2[5] = {0, 0, 12000, 1500, 0};
+
+	(void)state;
+	/* Nothing counted yet: the order is as listed, hot stays by kind. */
+	assert_int_equal(target_rank_probes(&t, none, 5), 0);
+	assert_true(probes[0].hot);
+	assert_false(probes[2].hot);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(t.order[i], i);
+
+	assert_int_equal(target_rank_probes(&t, w1, 5), 0);
+	assert_int_equal(t.order[0], 2);
+	assert_int_equal(t.order[1], 0);
+	assert_int_equal(t.order[2], 3);
+	assert_int_equal(t.order[3], 4);
+	assert_true(probes[2].hot && probes[0].hot && probes[3].hot);
+	assert_false(probes[4].hot); /* 10 of 19510 hits */
+	assert_false(probes[1].hot);
+
+	/* The poll probe goes quiet: its recent hits halve each window until it ranks last of
+	 * the hit ones and falls out of the hot 99%. */
+	for (int i = 0; i < 12; i++)
+		assert_int_equal(target_rank_probes(&t, w2, 5), 0);
+	assert_int_equal(t.order[0], 2);
+	assert_int_equal(t.order[1], 3);
+	assert_false(probes[0].hot);
+	assert_true(probes[2].hot && probes[3].hot);
+	free(t.order);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_legacy_names),
-		cmocka_unit_test(test_v0_names),
-		cmocka_unit_test(test_near_misses),
+	    cmocka_unit_test(test_legacy_names),
+	    cmocka_unit_test(test_v0_names),
+	    cmocka_unit_test(test_near_misses),
+	    cmocka_unit_test(test_rank_probes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
