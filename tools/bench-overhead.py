@@ -15,8 +15,11 @@ interleaved in it: baseline (nothing attached), X1, baseline, X2, baseline, ... 
 profiled segment has an unprofiled segment just before and just after it; machines are noisy,
 and slow drift cancels out that way. A segment's figures come from the demo's own per-second
 JSON lines (work units and task polls per CLOCK_MONOTONIC whole second), using only the whole
-seconds inside the segment, minus the first one (attach, and recovery from the previous
-segment's detach). The target's CPU is read from /proc/PID/stat (utime + stime) at every
+seconds in which the tool samples, minus the first one (attach, and recovery from the previous
+segment's detach): for perf the `sleep` it runs for, for dial9-bpf the interval between
+`sampling_started_at_ns` and `sampling_stopped_at_ns` of its metadata.json (it reads symbols
+and calibrates before, and writes its outputs after). Those one-off costs are in the tool's CPU
+and in a column of their own: the loss over the whole run, start and finish included. The target's CPU is read from /proc/PID/stat (utime + stime) at every
 whole-second boundary, so CPU per poll covers exactly the seconds used: it is robust to other
 load on the machine (which lowers polls/s, not the cost of a poll), while probe hits and
 sampling interrupts, charged to the target, raise it. The tool's own CPU and peak RSS come from
@@ -257,11 +260,24 @@ def run_segment(demo, c, seg_s, workdir, idx):
     rc, cpu_s, rss = run_measured(cmd, errf, seg_s + 120)
     t1 = mono_ns()
     errf.close()
+    # The whole run, start-up and finishing the outputs included, for the "incl. start and
+    # finish" column; the main figures cover the seconds in which the tool samples.
+    rec.update(t0_all=t0, t1_all=t1)
     if c["kind"].startswith("perf"):
         # perf's events stop when `sleep` ends; what follows is perf writing build ids.
         t1 = min(t1, t0 + int((seg_s + 0.5) * NS))
+    elif rc == 0:
+        # dial9-bpf reads symbols and calibrates before it samples, and symbolizes and
+        # writes its outputs after: one-off costs, in the tool's CPU and the other column.
+        try:
+            with open(os.path.join(out, "metadata.json")) as f:
+                meta = json.load(f)
+            t0 = max(t0, meta["sampling_started_at_ns"])
+            t1 = min(t1, meta["sampling_stopped_at_ns"])
+        except (OSError, ValueError, KeyError):
+            pass
     rec.update(t0=t0, t1=t1, rc=rc, tool_cpu_s=cpu_s, tool_rss_kb=rss, out=out,
-               wall_s=(mono_ns() - t0) / 1e9)
+               wall_s=(mono_ns() - rec["t0_all"]) / 1e9)
     if rc != 0:
         with open(out + ".stderr") as f:
             rec["error"] = f.read()[-500:]
@@ -318,8 +334,14 @@ def tool_outputs(rec, seg_s, workers):
 
 
 def segment_figures(demo, rec):
-    """Whole seconds inside [t0, t1], minus the first: work/s, polls/s, CPU ns per poll."""
+    """Whole seconds inside [t0, t1], minus the first: work/s, polls/s, CPU ns per poll; and
+    work/s over the whole run, start and finish included (t0_all, t1_all)."""
     secs = demo.seconds()
+    if "t0_all" in rec:
+        first = -(-rec["t0_all"] // NS)
+        use = [s for s in range(first + 1, rec["t1_all"] // NS) if s in secs]
+        if use:
+            rec["work_s_all"] = sum(secs[s]["work"] for s in use) / len(use)
     first = -(-rec["t0"] // NS)
     last = rec["t1"] // NS - 1  # second `last` ends at or before t1
     use = [s for s in range(first + 1, last + 1) if s in secs]
@@ -395,8 +417,8 @@ def ratios(segs):
               if 0 <= j < len(segs) and segs[j]["kind"] == "base" and "work_s" in segs[j]]
         if not nb:
             continue
-        for f in ("work_s", "polls_s", "cpu_ns_poll"):
-            b = mean([x.get(f) for x in nb])
+        for f in ("work_s", "polls_s", "cpu_ns_poll", "work_s_all"):
+            b = mean([x.get(f if f != "work_s_all" else "work_s") for x in nb])
             if b and r.get(f) is not None:
                 r[f + "_ratio"] = r[f] / b
     # Noise: each baseline against the baselines two segments either side of it.
@@ -442,6 +464,8 @@ def summarize(res, workers):
                 loss_pct=100 * (1 - mean(wr)),
                 loss_min=100 * (1 - max(wr)), loss_max=100 * (1 - min(wr)),
                 polls_loss_pct=100 * (1 - mean([r.get("polls_s_ratio") for r in ok])),
+                loss_all_pct=pct(1 - mean([r.get("work_s_all_ratio") for r in ok])
+                                 if mean([r.get("work_s_all_ratio") for r in ok]) else None),
                 cpu_poll_ratio=mean([r.get("cpu_ns_poll_ratio") for r in ok]),
                 cpu_min=min(r.get("cpu_ns_poll_ratio", 1) for r in ok),
                 cpu_max=max(r.get("cpu_ns_poll_ratio", 1) for r in ok),
@@ -481,13 +505,14 @@ def markdown(summ, args):
         f"{fmt(summ['cpu_noise_sd_pct'], '.1f')}%.",
         "",
         "| configuration | segs | work/s loss % (min..max) | polls/s loss % "
+        "| loss incl. start and finish % "
         "| CPU/poll x (min..max) | delivered /worker/s (% of requested) | tool CPU % "
         "| tool peak RSS MiB | B/sample perf.data | B/sample jsonl |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(summ["rows"], key=lambda r: (not r["main"], r["kind"], r["hz"])):
         if not r["n"]:
-            lines.append(f"| {r['name']} | 0 ({r['failed']} failed) | | | | | | | | |")
+            lines.append(f"| {r['name']} | 0 ({r['failed']} failed) | | | | | | | | | |")
             continue
         rng = f" ({r['loss_min']:.1f}..{r['loss_max']:.1f})" if r["n"] > 1 else ""
         crng = f" ({r['cpu_min']:.2f}..{r['cpu_max']:.2f})" if r["n"] > 1 else ""
@@ -495,6 +520,7 @@ def markdown(summ, args):
         dpct = "" if r["delivered_pct"] is None else f" ({r['delivered_pct']:.0f}%)"
         lines.append(
             f"| {name} | {r['n']} | {r['loss_pct']:.1f}{rng} | {r['polls_loss_pct']:.1f} "
+            f"| {fmt(r.get('loss_all_pct'), '.1f')} "
             f"| {fmt(r['cpu_poll_ratio'], '.2f')}{crng} "
             f"| {fmt(r['per_worker_s'], '.1f')}{dpct} "
             f"| {r['tool_cpu_pct']:.1f} | {fmt(r['tool_rss_mib'], '.1f')} "

@@ -25,9 +25,14 @@
  * measured in-window slowdown (collector.c), but that correction is one factor per worker:
  * on the demo CPU-bound tasks still come out at 0.66-0.92 of their true count and
  * clock-driven ones at 0.92-1.17; all transitions together at 0.86-1.03. With
- * --overhead-budget 100 (probes always attached) every kind is within 4%. And the target pays
- * 1.2-5 times the estimated cost of windows on the hot demo (bench/RESULTS.md): what the
- * windows themselves cost it is not priced yet.
+ * --overhead-budget 100 (probes always attached) every kind is within 4%.
+ *
+ * Every hit is priced, in the gate or not (attaching, settling, removal), so what a window
+ * costs beyond its gate is in the estimate; keeping it small took two things (measured on
+ * the hot demo, bench/RESULTS.md): the arming thread runs SCHED_FIFO, or it woke 15-40 ms
+ * late to remove the probes of a 3 ms gate; and the most hit probes are removed first, one
+ * link after the other (attach.c), or removal took 30-60 ms with every hit waiting on the
+ * target's mmap lock. The target then paid ~3x the budget; now it pays about the estimate.
  */
 #ifndef D9_ARMING_H
 #define D9_ARMING_H
