@@ -73,6 +73,8 @@ struct frame {
 	__u32 flags;
 	__u32 park_point;
 	__s32 stack_bytes;
+	__u32 last_park; /* the last park point hit in this poll, selected or not */
+	__u32 pad;
 };
 
 struct thread_state {
@@ -83,13 +85,15 @@ struct thread_state {
 	/* In-gate time of this thread not yet handed to its worker's epoch (d9_gate_time). */
 	__u64 last_event_ns;
 	__u32 parked;
-	__u32 pad;
+	__u32 clock_driven; /* the task now polled did not resume from a yield */
 	struct d9_gate_time gate;
 	struct frame frames[D9_MAX_NEST];
 };
 
 struct task_state {
 	__u64 pending_ns;
+	__u32 last_park; /* where its last Pending poll parked (D9_PARK_*) */
+	__u32 pad;
 };
 
 struct stack_buf {
@@ -323,6 +327,8 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	ws->gate.hits = 0;
 	ws->gate.busy_ns = 0;
 	ws->gate.idle_ns = 0;
+	ws->gate.clock_ns = 0;
+	ws->gate.clock_hits = 0;
 }
 
 static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now)
@@ -435,7 +441,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
  */
 static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_ns)
 {
-	struct task_state pending = {.pending_ns = end_ns};
+	struct task_state pending = {.pending_ns = end_ns, .last_park = f->last_park};
 	__u64 state = 0;
 
 	if (!(f->flags & D9_SF_FREED) &&
@@ -504,10 +510,15 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		__u64 from =
 		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
 
-		if (t->parked)
+		if (t->parked) {
 			t->gate.idle_ns += now - from;
-		else
+		} else {
 			t->gate.busy_ns += now - from;
+			if (t->clock_driven) {
+				t->gate.clock_ns += now - from;
+				t->gate.clock_hits++;
+			}
+		}
 		t->gate.hits++;
 	}
 	t->last_event_ns = now;
@@ -550,8 +561,13 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->flags = 0;
 	f->park_point = D9_PARK_NONE;
 	f->stack_bytes = 0;
+	f->last_park = D9_PARK_NONE;
 
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
+	/* A task that yielded is resumed as soon as the worker gets to it, so its resumes come
+	 * at the rate the worker runs; a task woken by a timer or another task at the rate its
+	 * events come. Only the first kind loses resumes to the probes' slowdown. */
+	t->clock_driven = !ts || ts->last_park != D9_PARK_YIELD;
 	if (!ts) {
 		/* First sight: maybe the task's first poll, which is no resume. */
 		bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
@@ -574,9 +590,13 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	ws->gate.hits += t->gate.hits;
 	ws->gate.busy_ns += t->gate.busy_ns;
 	ws->gate.idle_ns += t->gate.idle_ns;
+	ws->gate.clock_ns += t->gate.clock_ns;
+	ws->gate.clock_hits += t->gate.clock_hits;
 	t->gate.hits = 0;
 	t->gate.busy_ns = 0;
 	t->gate.idle_ns = 0;
+	t->gate.clock_ns = 0;
+	t->gate.clock_hits = 0;
 	if (ws->epoch != epoch)
 		epoch_roll(key, ws, epoch, arm->duty);
 	ws->duty = arm->duty;
@@ -596,6 +616,8 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
 	if (arm->duty < D9_PROB_ONE)
 		f->flags |= D9_SF_WINDOWED;
+	if (!t->clock_driven)
+		f->flags |= D9_SF_AFTER_YIELD;
 	f->epoch = epoch;
 	f->worker = key;
 	/* Exact only when the probes stayed attached since that return was observed. */
@@ -716,6 +738,7 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
 	if (depth >= D9_MAX_NEST)
 		return 0;
 	f = &t->frames[depth];
+	f->last_park = park_point;
 	if (!f->selected)
 		return 0;
 	count(D9_CNT_PARK_HITS);

@@ -68,6 +68,7 @@ enum d9_sample_flags {
 	D9_SF_CAPPED = 1 << 5,	      /* the cap had refused a selection earlier in this epoch */
 	D9_SF_IDLE_KNOWN = 1 << 6,    /* the previous Pending return was observed: idle is exact */
 	D9_SF_WINDOWED = 1 << 7,      /* selected inside an armed window (duty < 1) */
+	D9_SF_AFTER_YIELD = 1 << 8,   /* the task resumed after yielding: limited by the CPU */
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
@@ -145,6 +146,10 @@ struct d9_gate_time {
 	__u64 hits;    /* probe hits on the worker's thread */
 	__u64 busy_ns; /* between events while not parked */
 	__u64 idle_ns; /* parked (Context::park / park_timeout) */
+	/* The part of busy_ns in polls of tasks that did not resume from a yield: work that comes
+	 * at the rate its events do, which the probes' slowdown does not thin out. */
+	__u64 clock_ns;
+	__u64 clock_hits; /* the part of hits in those polls */
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */

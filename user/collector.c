@@ -149,26 +149,31 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
 }
 
 /*
- * How much slower the worker ran inside this epoch's windows than it would have without the
- * probes. Each hit takes ~1 us of the worker's time; time the worker would have spent parked
- * absorbs it (its transitions come at the rate work arrives), but a worker with no idle time
- * loses that much work: probes on every poll of 3.5 us polls halve a CPU-bound worker's
- * transitions inside windows (measured: 0.47-0.49 of the rate without probes, the same as
- * with probes always attached). Windowed inclusion probabilities are multiplied by this, so
- * that estimates are of the target as it runs without probes, not as it runs inside windows.
- * It assumes the lost work is spread over the worker's tasks as its work is; tasks driven by
- * the clock (timers), which the probes do not slow, are then over-estimated by up to the
- * inverse of this on a saturated worker.
+ * How much fewer resumes a CPU-limited task made inside this epoch's windows than it would
+ * have without the probes. Each hit takes ~1-5 us of the worker's time; time the worker would
+ * have spent parked absorbs it, but a worker with no idle time loses that much work, and
+ * loses it from the tasks whose resumes come at the rate it runs: those that yielded
+ * (D9_SF_AFTER_YIELD). Tasks woken by a timer or another task resume at the rate their events
+ * come, which the probes do not change as long as the worker keeps up. So the lost time
+ * (probe time not absorbed by idle time) would have gone to the CPU-limited tasks, whose
+ * useful time inside the windows was what is left of the busy time after the clock-driven
+ * polls (gate.clock_ns) and the CPU-limited polls' own hits: factor = useful / (useful +
+ * lost). Windowed inclusion probabilities of yielded tasks are multiplied by it, so that
+ * estimates are of the target as it runs without probes. One factor per worker per epoch: it
+ * assumes the CPU-limited tasks share the loss as they share the worker, and a task that the
+ * cooperative budget forces to yield through a resource (no yield_now) counts as
+ * clock-driven.
  */
 static double epoch_slowdown(const struct d9_gate_time *g, double hit_cost_ns)
 {
-	double probe = (double)g->hits * hit_cost_ns, total = (double)(g->busy_ns + g->idle_ns);
-	double lost, s;
+	double probe = (double)g->hits * hit_cost_ns;
+	double cpu_probe = (double)(g->hits - g->clock_hits) * hit_cost_ns;
+	double lost = probe - (double)g->idle_ns;
+	double useful = (double)g->busy_ns - (double)g->clock_ns - cpu_probe, s;
 
-	if (total <= 0 || hit_cost_ns <= 0)
+	if (hit_cost_ns <= 0 || lost <= 0)
 		return 1.0;
-	lost = probe - (double)g->idle_ns;
-	s = lost > 0 ? 1.0 - lost / total : 1.0;
+	s = useful > 0 ? useful / (useful + lost) : 0;
 	return s < 0.05 ? 0.05 : s;
 }
 
@@ -429,7 +434,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.task_id = s->task_id;
 	epoch_view(c, w, s->epoch, &capped, &slowdown);
 	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
-	if (s->flags & D9_SF_WINDOWED)
+	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
 		ts.prob *= slowdown;
 	if (!(ts.prob > 0))
 		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */

@@ -157,11 +157,14 @@ def estimation_matches_ground_truth():
 
 @test
 def estimation_with_default_windows():
-    """Default settings (1% overhead budget, armed windows): all transitions together within
-    30% (0.78-0.87 measured). The core issue's 20% per kind is NOT met: probes slow a saturated worker inside
-    windows, CPU-bound tasks lose that time and clock-driven ones do not, and the per-worker
-    slowdown correction (user/collector.c) is one factor for both, so CPU-bound tasks come out
-    low (0.6-0.85 measured) and timers high (up to ~1.6). Checked against that known range."""
+    """Default settings (1% overhead budget, armed windows): all kinds together within the
+    core issue's 20%, each kind within 25%. Inside windows the probes slow a saturated worker;
+    the correction (user/collector.c, epoch_slowdown) gives the lost time back to the tasks
+    that resumed from a yield, the ones whose resumes it thins out, and leaves the clock- and
+    event-driven ones alone. Measured per kind 0.83-1.08 (before that correction: timers and
+    channels up to 1.97, CPU-bound tasks down to 0.56). The factor rests on the calibrated
+    cost of a hit, and when hits take most of a window's time (the hot demo) a small error in
+    that cost is a large one in the factor: see bench/RESULTS.md."""
     _, samples, meta, _ = profiled(400)
     assert meta["overhead"]["mode"] == "armed_windows", meta["overhead"]["mode"]
     nepochs, kinds = estimate_vs_truth(samples, meta)
@@ -170,11 +173,11 @@ def estimation_with_default_windows():
     total_est = sum(got for got, _, _ in kinds.values())
     total_real = sum(real for _, real, _ in kinds.values())
     res.append(f"all: {total_est / total_real:.2f}")
-    assert abs(total_est - total_real) <= 0.30 * total_real, "; ".join(res)
+    assert abs(total_est - total_real) <= 0.20 * total_real, "; ".join(res)
     for k, (got, real, n) in kinds.items():
         if n >= 50:
-            assert 0.4 * real <= got <= 2.0 * real, "; ".join(res)
-    assert kinds["cpu"][2] >= 50, "; ".join(res)
+            assert abs(got - real) <= 0.25 * real, "; ".join(res)
+    assert kinds["cpu"][2] >= 50 and kinds["timer"][2] >= 50, "; ".join(res)
     return f"{nepochs} epochs; " + "; ".join(res)
 
 
