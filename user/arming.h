@@ -20,12 +20,15 @@
  * up for samples (they are submitted without wakeups) nor reads them: doing so took a core
  * from a worker exactly while transitions were counted, and halved the CPU-bound tasks' count.
  *
- * Known limit, measured on the demo: inside windows the probes slow a saturated worker
- * (x2 CPU per poll on 3.5 us polls). Each sample's probability is corrected by its worker's
- * measured in-window slowdown (collector.c), but that correction is one factor per worker:
- * on the demo CPU-bound tasks still come out at 0.66-0.92 of their true count and
- * clock-driven ones at 0.92-1.17; all transitions together at 0.86-1.03. With
- * --overhead-budget 100 (probes always attached) every kind is within 4%.
+ * Inside windows the probes slow a saturated worker (x2-x7 CPU per poll on the demo's 3.5 us
+ * polls, depending on the machine's trap cost). The time they take would have gone to the
+ * tasks that resumed from a yield, whose resumes come at the rate the worker runs; the
+ * probabilities of those samples are corrected by it (collector.c, epoch_slowdown), those of
+ * tasks woken by timers or other tasks are not. Mix demo at hz 400: every kind within 17%
+ * (with --overhead-budget 100, probes always attached: within 4%). Known limit: the factor
+ * rests on the calibrated cost of a hit, and where hits take most of a window (the hot demo,
+ * ~85% of it) a small error in that cost is a large one in the factor: CPU-bound tasks there
+ * come out at ~0.6 of their count.
  *
  * Every hit is priced, in the gate or not (attaching, settling, removal), so what a window
  * costs beyond its gate is in the estimate; keeping it small took two things (measured on

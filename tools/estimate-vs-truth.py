@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Estimates against the demo's own counts: `tools/estimate-vs-truth.py MODE HZ SECONDS [ARGS]`.
+
+Starts build/demo-fp (`--mode hot` or `mix`, 2 workers), profiles it with build/dial9-bpf at
+--per-worker-hz HZ for SECONDS (extra dial9-bpf ARGS after them, e.g. --overhead-budget 100),
+and prints, per kind of demo task, the Horvitz-Thompson estimate of its resumes (sum of
+1 / inclusion_probability) over the demo's true count, on the epochs that every worker sampled
+whole, uncapped and calibrated: the check tests/e2e/test_core.py makes, on any workload and
+rate. Root.
+"""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+import test_core as tc  # noqa: E402
+from harness import Demo, read_metadata, read_samples, run_tool  # noqa: E402
+
+
+def main():
+    if len(sys.argv) < 4 or sys.argv[1] not in ("hot", "mix"):
+        sys.exit(__doc__)
+    mode, hz, secs, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+    d = Demo(workers=2, mode=mode)
+    try:
+        d.wait_seconds(2)
+        tc._cache["demo"] = d  # estimate_vs_truth reads this demo's counts
+        out = tempfile.mkdtemp(prefix="d9-estimate-")
+        rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", hz, "--duration", secs,
+                              "--output", out, *extra, timeout=secs + 60, windows=True)
+        if rc:
+            sys.exit(f"dial9-bpf exited {rc}: {err[-800:]}")
+        d.wait_seconds(1)
+        n, kinds = tc.estimate_vs_truth(read_samples(out), read_metadata(out))
+    finally:
+        d.stop()
+    est = sum(g for g, _, _ in kinds.values())
+    real = sum(r for _, r, _ in kinds.values())
+    print(f"{mode} demo, {hz} Hz, {n} epochs: " + "; ".join(
+        f"{k} {g / r:.2f} (n={c})" for k, (g, r, c) in kinds.items() if r)
+        + f"; all {est / real:.2f}; output {out}")
+
+
+if __name__ == "__main__":
+    main()
