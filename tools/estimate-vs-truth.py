@@ -31,7 +31,10 @@ def main():
         if rc:
             sys.exit(f"dial9-bpf exited {rc}: {err[-800:]}")
         d.wait_seconds(1)
-        n, kinds = tc.estimate_vs_truth(read_samples(out), read_metadata(out))
+        try:
+            n, kinds = tc.estimate_vs_truth(read_samples(out), read_metadata(out))
+        except AssertionError as e:
+            sys.exit(f"estimate-vs-truth: {e}: profile for longer (20 s or more)")
     finally:
         d.stop()
     est = sum(g for g, _, _ in kinds.values())
