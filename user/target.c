@@ -455,7 +455,7 @@ static int by_hits_desc(const void *x, const void *y)
 
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
 {
-	double total = 0, acc = 0;
+	double total = 0;
 
 	if (!t->order && !(t->order = calloc(t->nprobes ? t->nprobes : 1, sizeof(*t->order))))
 		return -ENOMEM;
@@ -475,8 +475,10 @@ int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
 	for (size_t j = 0; j < t->nprobes; j++) {
 		struct probe_spec *p = &t->probes[t->order[j]];
 
-		p->hot = p->hits > 0 && acc < 0.99 * total;
-		acc += p->hits;
+		/* Every probe hit in recent windows: a hit on one still in place while the others
+		 * are removed waits for the target's mmap lock until removal ends (7 ms per stall
+		 * on the mix demo with only the 99% most hit ones first). */
+		p->hot = p->hits >= 0.5;
 	}
 	return 0;
 }

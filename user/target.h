@@ -53,10 +53,11 @@ int target_open(int pid, struct target **out);
 void target_close(struct target *t);
 /*
  * Folds one armed window's hits per probe (window_hits[i] for probe i, n of them) into the
- * probes' recent hits, orders them most hit first (t->order) and marks hot the most hit ones
- * that take 99% of the hits. A few offsets take nearly every hit (on the demo: yield_now, one
- * raw::poll instance, a semaphore's Acquire): attached last and removed first, they are in
- * place, and paid for, for the shortest time around each window.
+ * probes' recent hits (halved each window), orders them most hit first (t->order) and marks
+ * hot the ones hit recently (recent hits >= 0.5). A few offsets take nearly every hit (on the
+ * demo: yield_now, one raw::poll instance, a semaphore's Acquire): the hot link is attached
+ * last and removed first, most hit offset first, so hits are in place, and paid for, for the
+ * shortest time around each window, and none waits on the removal of never-hit probes.
  */
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n);
 
