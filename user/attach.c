@@ -137,8 +137,8 @@ static bool is_armed(const struct probe_spec *p)
 	       p->kind == PROBE_IDLE;
 }
 
-/* Hot probes fire on (nearly) every poll: the ones that took the most hits in earlier
- * windows (arming.c marks them), or before any is known, by kind. */
+/* Hot probes: the ones hit in recent windows (target_rank_probes() marks them from the
+ * program's per-probe counts), or before any is known, by kind. */
 static bool is_hot(const struct probe_spec *p)
 {
 	return is_armed(p) && p->hot;
