@@ -324,11 +324,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	ws->refused = 0;
 	ws->capped = 0;
 	ws->calibrating = 0;
-	ws->gate.hits = 0;
-	ws->gate.busy_ns = 0;
-	ws->gate.idle_ns = 0;
-	ws->gate.clock_ns = 0;
-	ws->gate.clock_hits = 0;
+	__builtin_memset(&ws->gate, 0, sizeof(ws->gate));
 }
 
 static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now)
@@ -525,6 +521,17 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 	t->parked = parks;
 }
 
+/* Hands a thread's in-gate time over to its worker's epoch. */
+static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_time *from)
+{
+	to->hits += from->hits;
+	to->busy_ns += from->busy_ns;
+	to->idle_ns += from->idle_ns;
+	to->clock_ns += from->clock_ns;
+	to->clock_hits += from->clock_hits;
+	__builtin_memset(from, 0, sizeof(*from));
+}
+
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 {
 	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
@@ -587,16 +594,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	ws->last_tid = tid;
 	/* The thread's in-gate time since its last eligible transition: mostly this epoch's,
 	 * so handed over before a roll closes it. */
-	ws->gate.hits += t->gate.hits;
-	ws->gate.busy_ns += t->gate.busy_ns;
-	ws->gate.idle_ns += t->gate.idle_ns;
-	ws->gate.clock_ns += t->gate.clock_ns;
-	ws->gate.clock_hits += t->gate.clock_hits;
-	t->gate.hits = 0;
-	t->gate.busy_ns = 0;
-	t->gate.idle_ns = 0;
-	t->gate.clock_ns = 0;
-	t->gate.clock_hits = 0;
+	gate_move(&ws->gate, &t->gate);
 	if (ws->epoch != epoch)
 		epoch_roll(key, ws, epoch, arm->duty);
 	ws->duty = arm->duty;

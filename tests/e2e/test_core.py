@@ -161,7 +161,7 @@ def estimation_with_default_windows():
     core issue's 20%, each kind within 25%. Inside windows the probes slow a saturated worker;
     the correction (user/collector.c, epoch_slowdown) gives the lost time back to the tasks
     that resumed from a yield, the ones whose resumes it thins out, and leaves the clock- and
-    event-driven ones alone. Measured per kind 0.83-1.08 (before that correction: timers and
+    event-driven ones alone. Measured per kind 0.83-1.16 (before that correction: timers and
     channels up to 1.97, CPU-bound tasks down to 0.56). The factor rests on the calibrated
     cost of a hit, and when hits take most of a window's time (the hot demo) a small error in
     that cost is a large one in the factor: see bench/RESULTS.md."""
