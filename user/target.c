@@ -443,12 +443,10 @@ int target_exe_is_tokio(const char *exe, const char **why)
 	return err;
 }
 
-static const struct target *rank_target;
-
-static int by_hits_desc(const void *x, const void *y)
+static int by_hits_desc(const void *x, const void *y, void *arg)
 {
-	double hx = rank_target->probes[*(const size_t *)x].hits;
-	double hy = rank_target->probes[*(const size_t *)y].hits;
+	const struct target *t = arg;
+	double hx = t->probes[*(const size_t *)x].hits, hy = t->probes[*(const size_t *)y].hits;
 
 	return hx < hy ? 1 : hx > hy ? -1 : 0;
 }
@@ -469,9 +467,7 @@ int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
 	if (total <= 0)
 		return 0; /* nothing known yet: hot by kind, as listed */
 	/* Stable enough: ties keep no particular order, and none is needed. */
-	rank_target = t;
-	qsort(t->order, t->nprobes, sizeof(*t->order), by_hits_desc);
-	rank_target = NULL;
+	qsort_r(t->order, t->nprobes, sizeof(*t->order), by_hits_desc, t);
 	for (size_t j = 0; j < t->nprobes; j++) {
 		struct probe_spec *p = &t->probes[t->order[j]];
 
