@@ -24,8 +24,9 @@
  * polls, depending on the machine's trap cost). The time they take would have gone to the
  * tasks that resumed from a yield, whose resumes come at the rate the worker runs; the
  * probabilities of those samples are corrected by it (collector.c, epoch_slowdown), those of
- * tasks woken by timers or other tasks are not. Mix demo at hz 400: every kind within ~17%
- * (with --overhead-budget 100, probes always attached: within 4%). Known limit: the factor
+ * tasks woken by timers or other tasks are not. Mix demo at hz 400: timers and channels
+ * within 20%, CPU-bound 0.5-1.16 (with --overhead-budget 100, probes always attached: within
+ * 4%). Known limit: the factor
  * rests on the calibrated cost of a hit, and where hits take most of a window (the hot demo,
  * ~85% of it) a small error in that cost is a large one in the factor: CPU-bound tasks there
  * come out at ~0.6 of their count.
