@@ -2,7 +2,8 @@
 """Quick A/B of dial9-bpf variants on one demo: `tools/bench-ab.py [--mode hot|mix] CONFIG...`
 
 Each CONFIG (NAME[:ENV=V,...[:EXTRA ARGS]]) is a dial9-bpf run at its defaults plus EXTRA ARGS,
-with ENV set (TOOLBIN=PATH runs another binary, e.g. a build of the previous commit). ONE demo
+with ENV set (TOOLBIN=PATH runs another binary, e.g. a build of the previous commit; PERF=dwarf
+or PERF=fp runs `perf record --call-graph dwarf` or `-g` at -F PERFHZ, default 99). ONE demo
 runs throughout, and the configurations are interleaved with unprofiled segments (rotated each
 round), as tools/bench-overhead.py does (its Demo and segment_figures are reused): each
 profiled segment is compared with the unprofiled ones just before and after it. Printed per
@@ -56,11 +57,20 @@ try:
             out = os.path.join(wd, f"s{len(segs)}")
             os.makedirs(out)
             e = dict(os.environ); e.update(env)
-            cmd = [env.get("TOOLBIN", tool), "--pid", str(demo.pid), "-d", str(a.seg), "-o", out, "--quiet"] + extra
+            if "PERF" in env:
+                # perf record as tools/bench-overhead.py runs it: its figures cover `sleep`.
+                cmd = ["perf", "record", "-F", env.get("PERFHZ", "99"), "-p", str(demo.pid),
+                       "-o", out + "/perf.data"]
+                cmd += ["-g"] if env["PERF"] == "fp" else ["--call-graph", "dwarf"]
+                cmd += extra + ["--", "sleep", str(a.seg)]
+            else:
+                cmd = [env.get("TOOLBIN", tool), "--pid", str(demo.pid), "-d", str(a.seg), "-o", out, "--quiet"] + extra
             t0 = bo.mono_ns()
             p = subprocess.run(["nice","-n","-10"]+cmd, env=e, stdout=subprocess.DEVNULL, stderr=open(out+".err","w"))
             t1 = bo.mono_ns()
             rec = {"kind":"d9","key":name,"t0":t0,"t1":t1,"rc":p.returncode,"out":out}
+            if "PERF" in env:
+                rec["s0"], rec["s1"] = t0, min(t1, t0 + int((a.seg + 0.5) * 1e9))
             try:
                 m = json.load(open(out+"/metadata.json"))
                 rec["s0"], rec["s1"] = m["sampling_started_at_ns"], m["sampling_stopped_at_ns"]
