@@ -30,6 +30,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "dial9_bpf.h"
 
@@ -84,6 +85,7 @@ struct thread_state {
 	__u64 worker_ptr;
 	/* In-gate time of this thread not yet handed to its worker's epoch (d9_gate_time). */
 	__u64 last_event_ns;
+	__u64 last_run_delay; /* the thread's sched_info.run_delay at that event */
 	__u32 parked;
 	__u32 clock_driven; /* the task now polled did not resume from a yield */
 	struct d9_gate_time gate;
@@ -492,6 +494,14 @@ static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid,
 	t->generation = gen;
 }
 
+/* The one field read from the kernel's task_struct, relocated by CO-RE; a local type keeps
+ * the object's BTF from pulling in task_struct and everything it refers to. */
+struct task_struct___d9 {
+	struct {
+		unsigned long long run_delay;
+	} sched_info;
+} __attribute__((preserve_access_index));
+
 static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
 {
 	return now >= arm->window_start && now < arm->window_end;
@@ -502,22 +512,34 @@ static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
 static __always_inline void gate_account(struct thread_state *t, const struct d9_arming *arm,
 					 __u64 now, bool parks)
 {
+	/* Up to date while the thread runs (the kernel adds each wait when it gets a CPU); 0
+	 * where the kernel keeps no sched_info, and then no wait is seen. */
+	__u64 run_delay =
+	    BPF_CORE_READ((struct task_struct___d9 *)bpf_get_current_task(), sched_info.run_delay);
+	__u64 waited =
+	    t->last_event_ns && run_delay > t->last_run_delay ? run_delay - t->last_run_delay : 0;
+
 	if (in_gate(arm, now)) {
 		__u64 from =
 		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
+		__u64 span = now - from;
 
 		if (t->parked) {
-			t->gate.idle_ns += now - from;
+			t->gate.idle_ns += span;
 		} else {
-			t->gate.busy_ns += now - from;
+			/* A wait may have begun before the gate: at most the span counts. */
+			waited = waited < span ? waited : span;
+			t->gate.wait_ns += waited;
+			t->gate.busy_ns += span - waited;
 			if (t->clock_driven) {
-				t->gate.clock_ns += now - from;
+				t->gate.clock_ns += span - waited;
 				t->gate.clock_hits++;
 			}
 		}
 		t->gate.hits++;
 	}
 	t->last_event_ns = now;
+	t->last_run_delay = run_delay;
 	t->parked = parks;
 }
 
@@ -529,6 +551,7 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
 	to->idle_ns += from->idle_ns;
 	to->clock_ns += from->clock_ns;
 	to->clock_hits += from->clock_hits;
+	to->wait_ns += from->wait_ns;
 	__builtin_memset(from, 0, sizeof(*from));
 }
 

@@ -150,6 +150,10 @@ struct d9_gate_time {
 	 * at the rate its events do, which the probes' slowdown does not thin out. */
 	__u64 clock_ns;
 	__u64 clock_hits; /* the part of hits in those polls */
+	/* Time between events the thread waited on a run queue for a CPU (its sched_info
+	 * run_delay), not in busy_ns: a worker preempted by other threads makes no progress
+	 * there, with or without probes, so that time is not the tasks' useful time. */
+	__u64 wait_ns;
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */

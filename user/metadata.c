@@ -64,13 +64,14 @@ static void write_workers(FILE *f, const struct collector *c)
 				", \"probability\": %.9g, \"capped\": %s, \"calibrating\": %s, "
 				"\"complete\": %s, \"window_hits\": %" PRIu64
 				", \"window_busy_ms\": %.3f, \"window_idle_ms\": %.3f, "
-				"\"window_clock_ms\": %.3f, \"window_slowdown\": %.4f}",
+				"\"window_clock_ms\": %.3f, \"window_wait_ms\": %.3f, "
+				"\"window_slowdown\": %.4f}",
 				j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
 				(double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
 				e->calibrating ? "true" : "false", e->open ? "false" : "true",
 				(uint64_t)e->gate.hits, e->gate.busy_ns / 1e6,
 				e->gate.idle_ns / 1e6, e->gate.clock_ns / 1e6,
-				e->slowdown > 0 ? e->slowdown : 1.0);
+				e->gate.wait_ns / 1e6, e->slowdown > 0 ? e->slowdown : 1.0);
 		}
 		fputs("]}", f);
 	}
