@@ -23,7 +23,7 @@
  * Inside windows the probes slow a saturated worker (x2-x7 CPU per poll on the demo's 3.5 us
  * polls, depending on the machine's trap cost). The time they take would have gone to the
  * tasks that resumed from a yield, whose resumes come at the rate the worker runs; the
- * probabilities of those samples are corrected by it (collector.c, epoch_slowdown), those of
+ * probabilities of those samples are corrected by it (collector.c, collector_slowdown), those of
  * tasks woken by timers or other tasks are not. Mix demo at hz 400: timers and channels
  * within 20%, CPU-bound 0.5-1.16 (with --overhead-budget 100, probes always attached: within
  * 4%). Known limit: the factor

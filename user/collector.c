@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,7 +169,7 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
  * CPU-limited tasks share the loss as they share the worker, and a task that the cooperative
  * budget forces to yield through a resource (no yield_now) counts as clock-driven.
  */
-static double epoch_slowdown(const struct d9_gate_time *g, double hit_cost_ns)
+double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns)
 {
 	double probe = (double)g->hits * hit_cost_ns;
 	double cpu_probe = (double)(g->hits - g->clock_hits) * hit_cost_ns;
@@ -179,6 +180,55 @@ static double epoch_slowdown(const struct d9_gate_time *g, double hit_cost_ns)
 		return 1.0;
 	s = useful > 0 ? useful / (useful + lost) : 0;
 	return s < 0.05 ? 0.05 : s;
+}
+
+/* With U = useful, L = lost, H = hits, Hy = hits of yielded polls, the weight is
+ * w = (U + L) / U, U' = -Hy, L' = H per ns of hit cost: (c / w) dw/dc = c (H U + L Hy) / (U (U +
+ * L)). */
+double collector_slowdown_sensitivity(const struct d9_gate_time *g, double hit_cost_ns)
+{
+	double h = (double)g->hits, hy = (double)(g->hits - g->clock_hits);
+	double lost = h * hit_cost_ns - (double)g->idle_ns;
+	double useful = (double)g->busy_ns - (double)g->clock_ns - hy * hit_cost_ns;
+
+	if (hit_cost_ns <= 0 || lost <= 0)
+		return 0;
+	if (collector_slowdown(g, hit_cost_ns) <= 0.05)
+		return NAN;
+	return hit_cost_ns * (h * useful + lost * hy) / (useful * (useful + lost));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double collector_sensitivity_median(const struct collector *c)
+{
+	size_t n = 0, k = 0;
+	double *v, m;
+
+	for (size_t i = 0; i < c->nworkers; i++)
+		n += c->workers[i].nepochs;
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < c->nworkers; i++)
+		for (size_t j = 0; j < c->workers[i].nepochs; j++) {
+			const struct epoch_stat *e = &c->workers[i].epochs[j];
+			double x;
+
+			if (!e->gate.hits)
+				continue;
+			x = collector_slowdown_sensitivity(&e->gate, c->hit_cost_ns);
+			v[k++] = isnan(x) ? HUGE_VAL : x;
+		}
+	qsort(v, k, sizeof(*v), cmp_double);
+	m = k ? (k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2) : 0;
+	free(v);
+	return m;
 }
 
 static void set_epoch(struct epoch_stat *e, uint64_t eligible, uint64_t selected, uint64_t refused,
@@ -252,7 +302,7 @@ int collector_handle(void *ctx, void *data, size_t size)
 		set_epoch(es, e->eligible, e->selected, e->refused, e->prob, e->capped,
 			  e->calibrating, false);
 		es->gate = e->gate;
-		es->slowdown = epoch_slowdown(&e->gate, c->hit_cost_ns);
+		es->slowdown = collector_slowdown(&e->gate, c->hit_cost_ns);
 		return 0;
 	}
 	case D9_REC_EXEC:
@@ -297,7 +347,7 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
 	if (c->open_epoch && !c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, &ws) &&
 	    ws.epoch == epoch) {
 		*capped = ws.capped;
-		*slowdown = epoch_slowdown(&ws.gate, c->hit_cost_ns);
+		*slowdown = collector_slowdown(&ws.gate, c->hit_cost_ns);
 	}
 }
 
@@ -514,7 +564,7 @@ void collector_close_epochs(struct collector *c)
 		set_epoch(e, ws.eligible, ws.selected, ws.refused, ws.prob, ws.capped,
 			  ws.calibrating, true);
 		e->gate = ws.gate;
-		e->slowdown = epoch_slowdown(&ws.gate, c->hit_cost_ns);
+		e->slowdown = collector_slowdown(&ws.gate, c->hit_cost_ns);
 	}
 }
 

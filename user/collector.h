@@ -28,7 +28,7 @@ struct epoch_stat {
 	bool calibrating;
 	bool open; /* still running when the tool stopped: incomplete */
 	struct d9_gate_time gate;
-	double slowdown; /* in-window rate / rate without probes, see epoch_slowdown(); 1 = none */
+	double slowdown; /* in-window rate / rate without probes, see collector_slowdown(); 1 = none */
 };
 
 struct worker_info {
@@ -97,5 +97,18 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final);
 void collector_close_epochs(struct collector *c);
 struct worker_info *collector_worker(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);
+/* An epoch's in-window slowdown of the tasks that yielded (see collector.c); 1 = none. */
+double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns);
+/*
+ * How much an error in the hit cost moves an epoch's correction: the % change of a yielded
+ * task's sample weight (1 / slowdown) per 1% error in hit_cost_ns. 0 when there is no
+ * correction, NAN when the factor is at its floor (probe hits took all the useful time).
+ * Where hits take most of a window, the factor is a small difference of large numbers and
+ * this is large: CPU-bound estimates there are only as good as the hit cost.
+ */
+double collector_slowdown_sensitivity(const struct d9_gate_time *g, double hit_cost_ns);
+/* The median of it over the worker-epochs whose windows saw hits (floored ones count as
+ * infinite); 0 when there are none. */
+double collector_sensitivity_median(const struct collector *c);
 
 #endif

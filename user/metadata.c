@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -41,6 +42,15 @@ static const char *worker_detection(const struct collector *c)
 	return by_run ? "mixed" : "thread";
 }
 
+/* A finite number as JSON, else null. */
+static const char *num_or_null(char *buf, size_t len, double x)
+{
+	if (!isfinite(x))
+		return "null";
+	snprintf(buf, len, "%.3f", x);
+	return buf;
+}
+
 static void write_workers(FILE *f, const struct collector *c)
 {
 	fputs("  \"workers\": [", f);
@@ -57,6 +67,8 @@ static void write_workers(FILE *f, const struct collector *c)
 		fprintf(f, ", \"samples_written\": %" PRIu64 ",\n     \"epochs\": [", w->samples);
 		for (size_t j = 0; j < w->nepochs; j++) {
 			const struct epoch_stat *e = &w->epochs[j];
+			double x = collector_slowdown_sensitivity(&e->gate, c->hit_cost_ns);
+			char sens[32];
 
 			fprintf(f,
 				"%s\n       {\"epoch\": %" PRIu64 ", \"eligible\": %" PRIu64
@@ -65,13 +77,14 @@ static void write_workers(FILE *f, const struct collector *c)
 				"\"complete\": %s, \"window_hits\": %" PRIu64
 				", \"window_busy_ms\": %.3f, \"window_idle_ms\": %.3f, "
 				"\"window_clock_ms\": %.3f, \"window_wait_ms\": %.3f, "
-				"\"window_slowdown\": %.4f}",
+				"\"window_slowdown\": %.4f, \"window_cost_sensitivity\": %s}",
 				j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
 				(double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
 				e->calibrating ? "true" : "false", e->open ? "false" : "true",
 				(uint64_t)e->gate.hits, e->gate.busy_ns / 1e6,
 				e->gate.idle_ns / 1e6, e->gate.clock_ns / 1e6,
-				e->gate.wait_ns / 1e6, e->slowdown > 0 ? e->slowdown : 1.0);
+				e->gate.wait_ns / 1e6, e->slowdown > 0 ? e->slowdown : 1.0,
+				num_or_null(sens, sizeof(sens), x));
 		}
 		fputs("]}", f);
 	}
@@ -97,8 +110,11 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 	fputs("]},\n", f);
 }
 
-static void write_overhead(FILE *f, const struct options *o, const struct run_summary *r)
+static void write_overhead(FILE *f, const struct options *o, const struct collector *c,
+			   const struct run_summary *r)
 {
+	char sens[32];
+
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
 	struct rusage ru = {};
@@ -114,7 +130,8 @@ static void write_overhead(FILE *f, const struct options *o, const struct run_su
 	    "\"tool_cpu_ms_per_window\": %.2f, \"arming_realtime\": %s,\n"
 	    "    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
 	    "\"tool_cpu_s_while_sampling\": %.4f, \"est_overhead_pct\": %.3f,\n"
-	    "    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n    \"epochs\": [",
+	    "    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n"
+	    "    \"cost_sensitivity_median\": %s,\n    \"epochs\": [",
 	    o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
 	    a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false", a->bpf_run_ns,
 	    a->cost.entry_ns + a->bpf_run_ns, a->windows,
@@ -127,7 +144,7 @@ static void write_overhead(FILE *f, const struct options *o, const struct run_su
 		: 0.0,
 	    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-	    ru.ru_maxrss);
+	    ru.ru_maxrss, num_or_null(sens, sizeof(sens), collector_sensitivity_median(c)));
 	for (size_t i = 0; i < a->nlog; i++)
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
@@ -191,7 +208,7 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
 	write_probes(f, t, r);
 	if (r->arming)
-		write_overhead(f, o, r);
+		write_overhead(f, o, c, r);
 	write_workers(f, c);
 	fputs("  \"counters\": {", f);
 	for (int i = 0; i < D9_CNT_MAX; i++)

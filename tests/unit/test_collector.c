@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The in-window slowdown factor and how sensitive it is to the measured cost of a hit. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include "collector.h"
+
+#define MS 1000000ULL
+
+/* A worker's window: hits, busy and idle ms, a tenth of the busy time and of the hits in
+ * clock-driven polls. */
+static struct d9_gate_time gate(uint64_t hits, uint64_t busy_ms, uint64_t idle_ms)
+{
+	struct d9_gate_time g = {.hits = hits, .busy_ns = busy_ms * MS, .idle_ns = idle_ms * MS};
+
+	g.clock_ns = g.busy_ns / 10;
+	g.clock_hits = hits / 10;
+	return g;
+}
+
+/* The elasticity of the weight 1/s, by finite differences of collector_slowdown(). */
+static double numeric(const struct d9_gate_time *g, double c)
+{
+	double h = c * 1e-4;
+	double w1 = 1 / collector_slowdown(g, c - h), w2 = 1 / collector_slowdown(g, c + h);
+
+	return (w2 - w1) / (2 * h) * c / (1 / collector_slowdown(g, c));
+}
+
+static void test_matches_finite_differences(void **state)
+{
+	struct d9_gate_time mix = gate(2000, 20, 0), hot = gate(3000, 20, 0);
+
+	(void)state;
+	/* mix-like: hits take half the window; hot-like: most of it */
+	assert_true(fabs(collector_slowdown_sensitivity(&mix, 5000) - numeric(&mix, 5000)) < 1e-3);
+	assert_true(fabs(collector_slowdown_sensitivity(&hot, 5000) - numeric(&hot, 5000)) < 1e-3);
+	assert_true(collector_slowdown_sensitivity(&mix, 5000) < 2);
+	assert_true(collector_slowdown_sensitivity(&hot, 5000) > 3);
+}
+
+static void test_no_correction_no_sensitivity(void **state)
+{
+	struct d9_gate_time none = {0}, absorbed = gate(100, 20, 10);
+
+	(void)state;
+	/* no hits, or idle time that absorbs every hit: the factor is 1 whatever the cost */
+	assert_true(collector_slowdown(&none, 5000) == 1.0);
+	assert_true(collector_slowdown_sensitivity(&none, 5000) == 0);
+	assert_true(collector_slowdown(&absorbed, 5000) == 1.0);
+	assert_true(collector_slowdown_sensitivity(&absorbed, 5000) == 0);
+}
+
+static void test_floored_is_undefined(void **state)
+{
+	/* hits cost more than the busy time: the factor sits at its floor, the weights mean
+	 * nothing, and no sensitivity can say how much */
+	struct d9_gate_time g = gate(5000, 20, 0);
+
+	(void)state;
+	assert_true(collector_slowdown(&g, 5000) <= 0.05);
+	assert_true(isnan(collector_slowdown_sensitivity(&g, 5000)));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_matches_finite_differences),
+	    cmocka_unit_test(test_no_correction_no_sensitivity),
+	    cmocka_unit_test(test_floored_is_undefined),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
