@@ -182,12 +182,17 @@ struct {
 	__type(value, struct stack_buf);
 } zero_stack SEC(".maps");
 
-static __always_inline void count(__u32 idx)
+static __always_inline void count_add(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void count(__u32 idx)
+{
+	count_add(idx, 1);
 }
 
 static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
@@ -524,19 +529,28 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
 		__u64 span = now - from;
 
+		/* A lean window's time goes to the cost measurement only: its hits per poll
+		 * differ from a sampling window's, and so would the slowdown. */
 		if (t->parked) {
-			t->gate.idle_ns += span;
+			if (!arm->lean)
+				t->gate.idle_ns += span;
 		} else {
 			/* A wait may have begun before the gate: at most the span counts. */
 			waited = waited < span ? waited : span;
-			t->gate.wait_ns += waited;
-			t->gate.busy_ns += span - waited;
-			if (t->clock_driven) {
-				t->gate.clock_ns += span - waited;
-				t->gate.clock_hits++;
+			count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
+				  span - waited);
+			if (!arm->lean) {
+				t->gate.wait_ns += waited;
+				t->gate.busy_ns += span - waited;
+				if (t->clock_driven) {
+					t->gate.clock_ns += span - waited;
+					t->gate.clock_hits++;
+				}
 			}
 		}
-		t->gate.hits++;
+		count(arm->lean ? D9_CNT_LEAN_HITS : D9_CNT_FULL_HITS);
+		if (!arm->lean)
+			t->gate.hits++;
 	}
 	t->last_event_ns = now;
 	t->last_run_delay = run_delay;
@@ -598,6 +612,17 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	 * at the rate the worker runs; a task woken by a timer or another task at the rate its
 	 * events come. Only the first kind loses resumes to the probes' slowdown. */
 	t->clock_driven = !ts || ts->last_park != D9_PARK_YIELD;
+	if (in_gate(arm, now))
+		count(arm->lean ? D9_CNT_LEAN_POLLS : D9_CNT_FULL_POLLS);
+	if (arm->lean) {
+		/* No park-point probe will say where this poll parks: the task keeps the
+		 * kind it had, and nothing is sampled. */
+		if (ts)
+			f->last_park = ts->last_park;
+		else
+			bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
+		return 0;
+	}
 	if (!ts) {
 		/* First sight: maybe the task's first poll, which is no resume. */
 		bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);

@@ -107,6 +107,10 @@ struct d9_arming {
 	/* Bumped at every attach: a thread's poll nesting seen in an earlier arming is stale
 	 * (returns of polls entered then no longer fire), so it restarts from zero. */
 	__u64 generation;
+	/* A measuring window (arming.c): the park-point probes are left out and nothing is
+	 * sampled; its busy time and hits per poll, against the sampling windows', give what a
+	 * hit costs inside the target. */
+	__u64 lean;
 };
 
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */
@@ -211,6 +215,14 @@ enum d9_counter {
 	D9_CNT_HITS,	   /* every probe program run in the target: the cost driver */
 	D9_CNT_HITS_XOL,   /* the part of those on single-stepped instructions */
 	D9_CNT_CALIB_HITS, /* the loader's own calibration probe */
+	/* In-gate polls, hits and busy ns (run-queue waits left out) of sampling windows and of
+	 * lean ones, across threads: the measurement of a hit's cost in the target. */
+	D9_CNT_FULL_POLLS,
+	D9_CNT_FULL_HITS,
+	D9_CNT_FULL_BUSY_NS,
+	D9_CNT_LEAN_POLLS,
+	D9_CNT_LEAN_HITS,
+	D9_CNT_LEAN_BUSY_NS,
 	D9_CNT_MAX,
 };
 

@@ -25,11 +25,20 @@
  * tasks that resumed from a yield, whose resumes come at the rate the worker runs; the
  * probabilities of those samples are corrected by it (collector.c, collector_slowdown), those of
  * tasks woken by timers or other tasks are not. Mix demo at hz 400: timers and channels
- * within 20%, CPU-bound 0.5-1.16 (with --overhead-budget 100, probes always attached: within
- * 4%). Known limit: the factor
- * rests on the calibrated cost of a hit, and where hits take most of a window (the hot demo,
- * ~85% of it) a small error in that cost is a large one in the factor: CPU-bound tasks there
- * come out at ~0.6 of their count.
+ * within 20%, CPU-bound 0.64-0.99 in 10 s runs, 0.90 on a stationary mix (with
+ * --overhead-budget 100, probes always attached: within 4%). Known limit: where hits take
+ * most of a window (the hot demo, ~90% of it) the factor is a small difference of large
+ * numbers, 1% off in the hit's cost moves it by ~13% (metadata: cost_sensitivity_median), and
+ * CPU-bound tasks there came out at 1.05-1.75 of their count (0.48-0.59 at the calibrated
+ * cost).
+ *
+ * A hit is priced at its cost inside the target, measured there: some extra windows leave
+ * the park-point probes out and sample nothing ("lean" windows, in each of the first three
+ * epochs and then every fourth), and busy time per poll against hits per poll, lean against
+ * sampling windows, gives the cost of a hit with the target's caches and its real program
+ * (target_hit_cost). On the hot demo it found 6378 ns where probing every poll cost 6329 ns
+ * per hit and the calibration on the tool's own function said 5711 ns; before it, the
+ * tool's estimate of its own cost was a third low there, and CPU-bound estimates 0.5.
  *
  * Every hit is priced, in the gate or not (attaching, settling, removal), so what a window
  * costs beyond its gate is in the estimate; keeping it small took two things (measured on
@@ -92,6 +101,9 @@ struct arming {
 	/* read by the main thread under lock */
 	pthread_mutex_t lock;
 	double bpf_run_ns; /* mean run time of the probe program, measured while running */
+	double
+	    target_hit_ns; /* a hit's cost measured in the target (lean windows), 0 until known */
+	uint64_t lean_windows;
 	uint64_t tool_cpu_ns;
 	int error; /* negative errno of a failed attach: the run stops */
 	uint64_t windows;
@@ -109,7 +121,8 @@ int arming_start(struct arming *a);
 /* Stops the thread and removes every armed probe. Idempotent. */
 void arming_stop(struct arming *a);
 void arming_free(struct arming *a);
-/* What one probe hit costs the target: the trap (calibrated) plus the program's run time. */
+/* What one probe hit costs the target: as measured inside it (lean windows) once known, until
+ * then the trap (calibrated) plus the program's run time. */
 double arming_hit_cost_ns(struct arming *a);
 /* Whether a window is open now: the loader should not compete with the target for CPU. */
 static inline bool arming_window_open(const struct arming *a)

@@ -149,6 +149,16 @@ static bool is_armed_cold(const struct probe_spec *p)
 	return is_armed(p) && !p->hot;
 }
 
+static bool is_lean_cold(const struct probe_spec *p)
+{
+	return is_armed_cold(p) && p->kind != PROBE_PARK;
+}
+
+static bool is_lean_hot(const struct probe_spec *p)
+{
+	return is_hot(p) && p->kind != PROBE_PARK;
+}
+
 static bool is_any(const struct probe_spec *p)
 {
 	(void)p;
@@ -244,9 +254,13 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 		/* No return probe: see finish_frame() in bpf/sampler.bpf.c. Cold probes first and
 		 * hot ones last (detach_probes removes them in reverse order): installing takes
 		 * milliseconds, and the target pays for every hit on a probe in place. */
-		err = attach_filtered(a, skel->progs.probe_entry, t, is_armed_cold, false);
+		bool lean = g == ATTACH_ARMED_LEAN;
+
+		err = attach_filtered(a, skel->progs.probe_entry, t,
+				      lean ? is_lean_cold : is_armed_cold, false);
 		if (!err)
-			err = attach_filtered(a, skel->progs.probe_entry, t, is_hot, false);
+			err = attach_filtered(a, skel->progs.probe_entry, t,
+					      lean ? is_lean_hot : is_hot, false);
 	}
 	if (err)
 		detach_probes(a);

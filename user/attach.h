@@ -34,6 +34,7 @@ void attach_prepare(struct sampler_bpf *skel, bool multi);
 enum attach_group {
 	ATTACH_PERSISTENT, /* worker::run: rare, always attached */
 	ATTACH_ARMED,	   /* per-poll probes: raw::poll entry/return, dealloc, park points */
+	ATTACH_ARMED_LEAN, /* the same without the park points: a lean window (arming.c) */
 };
 
 /* Attaches one group of the target's probes into a (which must be empty); on failure detaches

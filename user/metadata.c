@@ -27,6 +27,12 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_HITS] = "probe_hits",
     [D9_CNT_HITS_XOL] = "probe_hits_single_stepped",
     [D9_CNT_CALIB_HITS] = "calibration_hits",
+    [D9_CNT_FULL_POLLS] = "window_polls",
+    [D9_CNT_FULL_HITS] = "window_hits",
+    [D9_CNT_FULL_BUSY_NS] = "window_busy_ns",
+    [D9_CNT_LEAN_POLLS] = "lean_window_polls",
+    [D9_CNT_LEAN_HITS] = "lean_window_hits",
+    [D9_CNT_LEAN_BUSY_NS] = "lean_window_busy_ns",
 };
 
 static const char *worker_detection(const struct collector *c)
@@ -113,7 +119,7 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 static void write_overhead(FILE *f, const struct options *o, const struct collector *c,
 			   const struct run_summary *r)
 {
-	char sens[32];
+	char sens[32], tgt[32];
 
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
@@ -125,7 +131,8 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    f,
 	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
 	    "    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
-	    "\"measured\": %s, \"program_run\": %.0f, \"per_hit\": %.0f},\n"
+	    "\"measured\": %s, \"program_run\": %.0f, \"in_target\": %s, \"lean_windows\": %" PRIu64
+	    ", \"per_hit\": %.0f},\n"
 	    "    \"windows\": %" PRIu64 ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
 	    "\"tool_cpu_ms_per_window\": %.2f, \"arming_realtime\": %s,\n"
 	    "    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
@@ -134,7 +141,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    "    \"cost_sensitivity_median\": %s,\n    \"epochs\": [",
 	    o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
 	    a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false", a->bpf_run_ns,
-	    a->cost.entry_ns + a->bpf_run_ns, a->windows,
+	    a->target_hit_ns > 0 ? num_or_null(tgt, sizeof(tgt), a->target_hit_ns) : "null",
+	    a->lean_windows,
+	    a->target_hit_ns > 0 ? a->target_hit_ns : a->cost.entry_ns + a->bpf_run_ns, a->windows,
 	    run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
 	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)a->target_cpu_ns / 1e9,
 	    (double)a->probe_cpu_ns / 1e9, (double)a->tool_cpu_ns / 1e9,

@@ -26,7 +26,7 @@ def windows_bound_probe_cost():
     try:
         d.wait_seconds(1)
         before = d.cpu_ns_per_poll(3)
-        always, _ = cost_while_profiling(d, 100)
+        always, ameta = cost_while_profiling(d, 100)
         windowed, meta = cost_while_profiling(d)  # the defaults: a 1% budget
     finally:
         d.stop()
@@ -45,7 +45,17 @@ def windows_bound_probe_cost():
     sel = [e["selected"] for w in meta["workers"] for e in w["epochs"]
            if e["complete"] and not e["calibrating"]]
     assert sel and sum(sel) / len(sel) >= 6, f"delivered per worker-epoch: {sel}"
-    return (f"CPU per poll: unprobed {before:.0f} ns, always armed {always:.0f} ns, "
+    # The hit's cost as the lean windows measured it inside the target, against what probing
+    # every poll cost per hit in this very demo (CPU per poll over hits per poll).
+    cnt = ameta["counters"]
+    per_hit = (always - before) / (cnt["probe_hits"] / cnt["polls"])
+    cost = ovh["probe_hit_cost_ns"]
+    assert cost["in_target"] is not None and cost["lean_windows"] >= 2, cost
+    assert abs(cost["in_target"] - per_hit) <= 0.25 * per_hit, \
+        f"hit cost in target {cost['in_target']:.0f} ns, always armed {per_hit:.0f} ns per hit"
+    return (f"hit: {cost['in_target']:.0f} ns measured in windows, {per_hit:.0f} ns always "
+            f"armed, {cost['emulated'] + cost['program_run']:.0f} ns calibrated; "
+            f"CPU per poll: unprobed {before:.0f} ns, always armed {always:.0f} ns, "
             f"1% budget {windowed:.0f} ns ({windowed / before:.3f}); armed "
             f"{100 * ovh['armed_fraction']:.2f}% of the time, est. overhead "
             f"{ovh['est_overhead_pct']:.2f}%, {samples} samples, "
