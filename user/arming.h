@@ -29,8 +29,8 @@
  * --overhead-budget 100, probes always attached: within 4%). Known limit: where hits take
  * most of a window (the hot demo, ~90% of it) the factor is a small difference of large
  * numbers, 1% off in the hit's cost moves it by ~13% (metadata: cost_sensitivity_median), and
- * CPU-bound tasks there came out at 1.05-1.75 of their count (0.48-0.59 at the calibrated
- * cost).
+ * CPU-bound tasks there came out at 1.02-1.75 of their count, median 1.20 (0.48-0.59 at the
+ * calibrated cost).
  *
  * A hit is priced at its cost inside the target, measured there: some extra windows leave
  * the park-point probes out and sample nothing ("lean" windows, in each of the first three
