@@ -581,7 +581,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	struct frame *f;
 	__u64 key, epoch, idle_start;
 	__u32 depth, zero = 0;
-	bool ok;
+	bool ok, gated;
 
 	count(D9_CNT_POLLS);
 	t = thread_get(tid, true);
@@ -612,7 +612,8 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	 * at the rate the worker runs; a task woken by a timer or another task at the rate its
 	 * events come. Only the first kind loses resumes to the probes' slowdown. */
 	t->clock_driven = !ts || ts->last_park != D9_PARK_YIELD;
-	if (in_gate(arm, now))
+	gated = in_gate(arm, now);
+	if (gated)
 		count(arm->lean ? D9_CNT_LEAN_POLLS : D9_CNT_FULL_POLLS);
 	if (arm->lean) {
 		/* No park-point probe will say where this poll parks: the task keeps the
@@ -628,7 +629,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
 		return 0;
 	}
-	if (now < arm->window_start || now >= arm->window_end)
+	if (!gated)
 		return 0;
 	idle_start = ts->pending_ns;
 	ts->pending_ns = 0;

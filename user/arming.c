@@ -213,6 +213,36 @@ static void disarm(struct arming *a)
 	detach_probes(&a->links);
 }
 
+/*
+ * One window: attaches group g, opens the gate SETTLE_NS later for len ns, and removes the
+ * probes when it ends. *cycle_ns gets the wall time of the attach and the detach.
+ */
+static int window(struct arming *a, enum attach_group g, uint64_t len, double duty,
+		  uint64_t *cycle_ns)
+{
+	uint64_t t0 = mono_ns(), since;
+
+	a->window_open = 1;
+	if (arm_group(a, g)) {
+		a->window_open = 0;
+		return a->error;
+	}
+	/* Installing breakpoints rewrites the target's text pages, and its threads stall for a
+	 * few ms on the copies (faults on the mmap lock the install held): let that pass before
+	 * the gate opens, or windows see the target slowed. The gate opens by itself at its
+	 * start time: waking up to open it would take a core from a worker just as the window
+	 * begins. */
+	since = mono_ns();
+	set_window(a, since + SETTLE_NS, since + SETTLE_NS + len, duty, since,
+		   g == ATTACH_ARMED_LEAN);
+	sleep_until(a, since + SETTLE_NS + len);
+	t0 = mono_ns() - (since - t0); /* the attach's wall time, plus the detach's below */
+	disarm(a);
+	a->window_open = 0;
+	*cycle_ns = mono_ns() - t0;
+	return 0;
+}
+
 /* One second of the schedule: up to MAX_WINDOWS_PER_SEC slots, one window each at a uniform
  * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
 static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
@@ -249,7 +279,7 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 			pieces[j - 1].b = tb;
 		}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t start = pieces[i].a, end = pieces[i].b, since, cpu0, wall0, wall1;
+		uint64_t start = pieces[i].a, end = pieces[i].b, cpu0, cycle;
 
 		while (i + 1 < n && pieces[i + 1].a <= end)
 			end = pieces[++i].b > end ? pieces[i].b : end;
@@ -259,30 +289,12 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 		 * ahead instead would keep the probes in place, and paid for, before the gate. */
 		if (!sleep_until(a, start))
 			return 0;
-		a->window_open = 1;
 		cpu0 = thread_cpu_ns();
-		wall0 = mono_ns();
-		if (arm(a)) {
-			a->window_open = 0;
+		if (window(a, ATTACH_ARMED, end - start, duty, &cycle))
 			return a->error;
-		}
-		wall1 = mono_ns();
-		/* Installing breakpoints rewrites the target's text pages, and its threads stall
-		 * for a few ms on the copies (faults on the mmap lock the install held): let
-		 * that pass before the gate opens, or windows see the target slowed. */
-		since = mono_ns();
-		/* The gate opens by itself at its start time: waking up to open it would take a
-		 * core from a worker just as the window begins. */
-		set_window(a, since + SETTLE_NS, since + SETTLE_NS + (end - start), duty, since,
-			   false);
 		(*nwin)++;
-		sleep_until(a, since + SETTLE_NS + (end - start));
-
-		wall0 = mono_ns() - (wall1 - wall0); /* attach's wall time, plus detach's below */
-		disarm(a);
-		a->window_open = 0;
 		update_probe_order(a);
-		note_cycle_cost(a, thread_cpu_ns() - cpu0, mono_ns() - wall0);
+		note_cycle_cost(a, thread_cpu_ns() - cpu0, cycle);
 		if (a->notify_fd >= 0)
 			eventfd_write(a->notify_fd, 1);
 		*armed += end - start;
@@ -339,7 +351,7 @@ static void target_hit_cost(struct arming *a)
  * epoch, if it fits: it covers no sampling, so its place does not matter to estimates. */
 static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
 {
-	uint64_t now = mono_ns(), end = (epoch + 1) * NSEC, start, since;
+	uint64_t now = mono_ns(), end = (epoch + 1) * NSEC, start, cycle;
 	uint64_t need = w + SETTLE_NS + (uint64_t)a->window_wall_ns + 20000000ULL;
 
 	if (!w || now + need >= end)
@@ -347,16 +359,8 @@ static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
 	start = now + (uint64_t)(uniform(a) * (double)(end - need - now));
 	if (!sleep_until(a, start))
 		return 0;
-	a->window_open = 1;
-	if (arm_group(a, ATTACH_ARMED_LEAN)) {
-		a->window_open = 0;
+	if (window(a, ATTACH_ARMED_LEAN, w, a->duty, &cycle))
 		return a->error;
-	}
-	since = mono_ns();
-	set_window(a, since + SETTLE_NS, since + SETTLE_NS + w, a->duty, since, true);
-	sleep_until(a, since + SETTLE_NS + w);
-	disarm(a);
-	a->window_open = 0;
 	pthread_mutex_lock(&a->lock);
 	a->lean_windows++;
 	pthread_mutex_unlock(&a->lock);

@@ -101,8 +101,8 @@ struct arming {
 	/* read by the main thread under lock */
 	pthread_mutex_t lock;
 	double bpf_run_ns; /* mean run time of the probe program, measured while running */
-	double
-	    target_hit_ns; /* a hit's cost measured in the target (lean windows), 0 until known */
+	/* A hit's cost measured in the target (lean windows), 0 until known. */
+	double target_hit_ns;
 	uint64_t lean_windows;
 	uint64_t tool_cpu_ns;
 	int error; /* negative errno of a failed attach: the run stops */

@@ -169,17 +169,26 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
  * CPU-limited tasks share the loss as they share the worker, and a task that the cooperative
  * budget forces to yield through a resource (no yield_now) counts as clock-driven.
  */
+/* The two terms of the factor: the CPU-limited tasks' useful time and the lost time. */
+static void slowdown_terms(const struct d9_gate_time *g, double hit_cost_ns, double *useful,
+			   double *lost)
+{
+	*lost = (double)g->hits * hit_cost_ns - (double)g->idle_ns;
+	*useful = (double)g->busy_ns - (double)g->clock_ns -
+		  (double)(g->hits - g->clock_hits) * hit_cost_ns;
+}
+
+#define SLOWDOWN_FLOOR 0.05
+
 double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns)
 {
-	double probe = (double)g->hits * hit_cost_ns;
-	double cpu_probe = (double)(g->hits - g->clock_hits) * hit_cost_ns;
-	double lost = probe - (double)g->idle_ns;
-	double useful = (double)g->busy_ns - (double)g->clock_ns - cpu_probe, s;
+	double useful, lost, s;
 
+	slowdown_terms(g, hit_cost_ns, &useful, &lost);
 	if (hit_cost_ns <= 0 || lost <= 0)
 		return 1.0;
 	s = useful > 0 ? useful / (useful + lost) : 0;
-	return s < 0.05 ? 0.05 : s;
+	return s < SLOWDOWN_FLOOR ? SLOWDOWN_FLOOR : s;
 }
 
 /* With U = useful, L = lost, H = hits, Hy = hits of yielded polls, the weight is
@@ -187,13 +196,12 @@ double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns)
  * L)). */
 double collector_slowdown_sensitivity(const struct d9_gate_time *g, double hit_cost_ns)
 {
-	double h = (double)g->hits, hy = (double)(g->hits - g->clock_hits);
-	double lost = h * hit_cost_ns - (double)g->idle_ns;
-	double useful = (double)g->busy_ns - (double)g->clock_ns - hy * hit_cost_ns;
+	double h = (double)g->hits, hy = (double)(g->hits - g->clock_hits), useful, lost;
 
+	slowdown_terms(g, hit_cost_ns, &useful, &lost);
 	if (hit_cost_ns <= 0 || lost <= 0)
 		return 0;
-	if (collector_slowdown(g, hit_cost_ns) <= 0.05)
+	if (useful <= 0 || useful / (useful + lost) <= SLOWDOWN_FLOOR)
 		return NAN;
 	return hit_cost_ns * (h * useful + lost * hy) / (useful * (useful + lost));
 }
