@@ -728,11 +728,18 @@ static __always_inline int on_dealloc(__u64 hdr)
 
 /* Registers and the top of the user stack, page by page so that the end of the stack mapping
  * ends the copy instead of failing it whole. */
-static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid)
+static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bool at_callee)
 {
 	struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
-	__u64 sp = PT_REGS_SP(ctx), addr;
+	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), addr;
 	__u32 z = 0, len = 0;
+
+	/* At a callee's entry nothing is pushed yet: its caller's frame is one return away. */
+	if (at_callee) {
+		if (bpf_probe_read_user(&ip, sizeof(ip), (void *)sp))
+			return;
+		sp += 8;
+	}
 
 	if (!raw) {
 		struct d9_raw_stack *zero = bpf_map_lookup_elem(&zero_raw, &z);
@@ -746,7 +753,7 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid)
 	}
 	raw->type = D9_REC_RAW_STACK;
 	raw->tid = tid;
-	raw->ip = PT_REGS_IP(ctx);
+	raw->ip = ip;
 	raw->sp = sp;
 	raw->bp = PT_REGS_FP(ctx);
 	/* Whole pages from the one holding sp: constant-size reads the verifier accepts, and
@@ -765,7 +772,7 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid)
 	raw->len = len;
 }
 
-static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
+static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool at_callee)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *t = thread_get(tid, false);
@@ -803,14 +810,18 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point)
 			return 0;
 	}
 	/* The last park point before the poll returns is where the task parks. */
-	f->stack_bytes = bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK);
+	/* The kernel puts the return address at [sp] after a function entry's own address
+	 * (x86 perf_callchain_user at a uprobe on push %rbp): skipping one frame leaves the
+	 * callee's caller on top. */
+	f->stack_bytes =
+	    bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK | (at_callee ? 1 : 0));
 	if (f->stack_bytes < 0)
 		count(D9_CNT_STACK_ERRORS);
 	f->park_point = park_point;
 	f->park_ns = bpf_ktime_get_ns();
 	f->flags |= D9_SF_STACK_AT_PARK;
 	if (raw_stack_bytes)
-		capture_raw_stack(ctx, tid);
+		capture_raw_stack(ctx, tid, at_callee);
 	return 0;
 }
 
@@ -834,7 +845,7 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 	case D9_PK_DEALLOC:
 		return on_dealloc(arg0);
 	case D9_PK_PARK:
-		return on_park(ctx, D9_COOKIE_PARK(cookie));
+		return on_park(ctx, D9_COOKIE_PARK(cookie), cookie & D9_COOKIE_CALLEE);
 	}
 	return 0;
 }

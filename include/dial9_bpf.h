@@ -77,6 +77,9 @@ enum d9_sample_flags {
 /* Set when the probed instruction cannot be emulated and is single-stepped: a second trap,
  * about twice the cost of a hit on a "push" the kernel emulates. */
 #define D9_COOKIE_XOL (1ULL << 16)
+/* Set when the probe sits at the entry of a function the probe point calls: the stack is
+ * its caller's, one return away (see move_yield_to_pending_path in user/target.c). */
+#define D9_COOKIE_CALLEE (1ULL << 17)
 #define D9_COOKIE_KIND(c) (((c) >> 8) & 0xff)
 #define D9_COOKIE_PARK(c) ((c)&0xff)
 /* Bits 32..: the probe's index in the loader's list, for the per-probe hit counts

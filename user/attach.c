@@ -102,7 +102,7 @@ static uint64_t cookie_kind(const struct probe_spec *p)
 static uint64_t cookie_of(const struct target *t, const struct probe_spec *p)
 {
 	return cookie_kind(p) | (p->xol ? D9_COOKIE_XOL : 0) |
-	       D9_COOKIE_INDEX((uint64_t)(p - t->probes));
+	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
 }
 
 static int attach_one(struct attachment *a, struct bpf_program *prog, const struct target *t,

@@ -111,6 +111,9 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 		fprintf(f, "%s\n      {\"kind\": \"%s\", \"offset\": \"0x%" PRIx64 "\", \"name\": ",
 			i ? "," : "", probe_kind_name(t->probes[i].kind), t->probes[i].offset);
 		json_str(f, t->probes[i].name);
+		/* Probed at the callee that only its Pending path reaches (target.c). */
+		if (t->probes[i].at_callee)
+			fputs(", \"pending_path_only\": true", f);
 		fputc('}', f);
 	}
 	fputs("]},\n", f);

@@ -320,10 +320,101 @@ bool probe_insn_needs_xol(const unsigned char *b, size_t len)
 	return true;
 }
 
+size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr, uint64_t *targets,
+			   size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i + 5 <= len && n < max; i++) {
+		int32_t rel;
+
+		if (code[i] != 0xe8)
+			continue;
+		memcpy(&rel, code + i + 1, sizeof(rel));
+		targets[n++] = vaddr + i + 5 + (uint64_t)(int64_t)rel;
+	}
+	return n;
+}
+
+bool target_is_yield_pending_callee(const char *demangled)
+{
+	/* v0 names the closure (with_defer); legacy mangling only LocalKey<T>::with. */
+	return strstr(demangled, "with_defer") ||
+	       !strncmp(demangled, "std::thread::local::LocalKey<T>::with", 37) ||
+	       strstr(demangled, "tokio::runtime::context::defer");
+}
+
+/* The function starting exactly at vaddr, if no other name shares its code. */
+static const struct elf_sym *sole_function_at(const struct elf_file *ef, uint64_t vaddr)
+{
+	const struct elf_sym *s = elf_file_lookup(ef, vaddr), *al;
+	size_t n;
+
+	if (!s || s->addr != vaddr)
+		return NULL;
+	al = elf_file_aliases(ef, &n);
+	for (size_t i = 0; i < n; i++)
+		if (al[i].addr == vaddr)
+			return NULL;
+	return s;
+}
+
+/*
+ * YieldNow::poll is entered twice per yield: once to return Pending, and again when the task
+ * resumes, to return Ready. Its entry probe costs a third of all hits on a worker that yields,
+ * and the Ready hit says nothing. Only the Pending path hands the waker to the runtime's defer
+ * list, through a call of its own (LocalKey::with for with_defer's closure in Tokio 1.x); the
+ * park point moves to that callee's entry, and the program steps out of it (D9_COOKIE_CALLEE).
+ * The callee is found among the direct calls in YieldNow::poll's code and must be a function
+ * of its own (merged functions share names: their other callers would count as yields) whose
+ * first instruction the kernel emulates. Otherwise the probe stays at the entry.
+ */
+static void move_yield_to_pending_path(struct target *t, int fd)
+{
+	for (size_t i = 0; i < t->nprobes; i++) {
+		struct probe_spec *p = &t->probes[i];
+		const struct elf_sym *fn = elf_file_lookup(t->elf, p->vaddr), *callee;
+		unsigned char code[512], first[4];
+		uint64_t targets[8], off;
+		size_t len, n;
+
+		if (p->kind != PROBE_PARK || p->cookie != D9_PARK_YIELD || !fn ||
+		    fn->addr != p->vaddr || !fn->size)
+			continue;
+		len = fn->size < sizeof(code) ? fn->size : sizeof(code);
+		if (pread(fd, code, len, (off_t)p->offset) != (ssize_t)len)
+			continue;
+		n = target_direct_calls(code, len, p->vaddr, targets, 8);
+		for (size_t k = 0; k < n; k++) {
+			char *dm;
+			bool ok;
+
+			callee = sole_function_at(t->elf, targets[k]);
+			if (!callee || elf_file_vaddr_to_offset(t->elf, callee->addr, &off) ||
+			    pread(fd, first, sizeof(first), (off_t)off) != (ssize_t)sizeof(first) ||
+			    probe_insn_needs_xol(first, sizeof(first)))
+				continue;
+			dm = demangle(callee->name);
+			ok = dm && target_is_yield_pending_callee(dm);
+			free(dm);
+			if (!ok)
+				continue;
+			p->vaddr = callee->addr;
+			p->offset = off;
+			p->at_callee = true;
+			t->yield_at_pending = true;
+			break;
+		}
+	}
+}
+
 static void classify_insns(struct target *t)
 {
 	int fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
 	size_t fp = 0;
+
+	if (fd >= 0)
+		move_yield_to_pending_path(t, fd);
 
 	for (size_t i = 0; i < t->nprobes; i++) {
 		unsigned char b[4] = {};

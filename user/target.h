@@ -28,6 +28,9 @@ struct probe_spec {
 	bool xol;	 /* the probed instruction is single-stepped, not emulated */
 	bool hot;	 /* hit on (nearly) every poll: attached last, removed first */
 	double hits;	 /* recent hits per window (arming.c), to order the probes */
+	/* At the entry of a function the probe point calls (vaddr, offset are the callee's):
+	 * the stack is taken from its caller. */
+	bool at_callee;
 };
 
 struct target {
@@ -42,6 +45,7 @@ struct target {
 	size_t count[PROBE_IDLE + 1];
 	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
 	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */
+	bool yield_at_pending;	    /* yield_now's park point probes only its Pending path */
 	uint64_t exe_dev, exe_ino;  /* the executable at open: a change means the target exec'd */
 	int lock_fd;		    /* target_lock(); -1 if none */
 	char lock_path[96];
@@ -91,6 +95,13 @@ const char *park_point_name(uint32_t cookie);
 /* Whether the kernel single-steps the instruction starting with these bytes when probed (x86
  * uprobes emulate push, the first instruction of most functions, and step the rest). */
 bool probe_insn_needs_xol(const unsigned char *insn, size_t len);
+
+/* Direct call targets (e8 rel32) among code's bytes at vaddr, at most max. Every e8 byte is
+ * read as a call: callers accept only targets that start a known function. */
+size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr, uint64_t *targets,
+			   size_t max);
+/* Whether a callee of YieldNow::poll by that name runs only on its Pending path. */
+bool target_is_yield_pending_callee(const char *demangled);
 
 /* Classifies a demangled symbol; returns 1 and fills kind/cookie when it is a probe point. */
 int target_classify_symbol(const char *demangled, enum probe_kind *kind, uint32_t *cookie);

@@ -4,7 +4,9 @@ import subprocess
 import tempfile
 import time
 
-from harness import TOOL, Demo, read_metadata, run_all, test
+from harness import TOOL, Demo, read_metadata, read_samples, run_all, test
+
+_runs = {}
 
 
 def cost_while_profiling(d, budget=None):
@@ -17,19 +19,29 @@ def cost_while_profiling(d, budget=None):
     during = d.cpu_ns_per_poll(3)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 0, f"tool exit {p.returncode}: {err}"
-    return during, read_metadata(out)
+    return during, read_metadata(out), out
+
+
+def hot_runs():
+    """The hot demo's CPU per poll unprobed, always armed and at the defaults, once."""
+    if not _runs:
+        d = Demo(workers=2, mode="hot")
+        try:
+            d.wait_seconds(1)
+            _runs["before"] = d.cpu_ns_per_poll(3)
+            _runs["always"], _runs["ameta"], _runs["aout"] = cost_while_profiling(d, 100)
+            # The defaults: a 1% budget.
+            _runs["windowed"], _runs["meta"], _ = cost_while_profiling(d)
+        finally:
+            d.stop()
+    return _runs
 
 
 @test
 def windows_bound_probe_cost():
-    d = Demo(workers=2, mode="hot")
-    try:
-        d.wait_seconds(1)
-        before = d.cpu_ns_per_poll(3)
-        always, ameta = cost_while_profiling(d, 100)
-        windowed, meta = cost_while_profiling(d)  # the defaults: a 1% budget
-    finally:
-        d.stop()
+    r = hot_runs()
+    before, always, ameta, windowed, meta = (r["before"], r["always"], r["ameta"], r["windowed"],
+                                             r["meta"])
     ovh = meta["overhead"]
     # Probing every poll must be visible, or the comparison proves nothing.
     assert always >= 1.3 * before, f"always armed: {always:.0f} vs {before:.0f} ns per poll"
@@ -60,6 +72,28 @@ def windows_bound_probe_cost():
             f"{100 * ovh['armed_fraction']:.2f}% of the time, est. overhead "
             f"{ovh['est_overhead_pct']:.2f}%, {samples} samples, "
             f"{sum(sel) / len(sel):.1f} per worker-epoch (10 requested)")
+
+
+@test
+def yield_probed_on_its_pending_path():
+    r = hot_runs()
+    ameta = r["ameta"]
+    yields = [p for p in ameta["probes"]["symbols"] if "YieldNow" in p["name"]]
+    assert yields and all(p.get("pending_path_only") for p in yields), yields
+    # A hot demo task yields in every poll: raw::poll and one park-point hit. With the probe
+    # on YieldNow::poll's entry, its Ready return on the resume was a third hit (3.25 a poll).
+    cnt = ameta["counters"]
+    per_poll = cnt["probe_hits"] / cnt["polls"]
+    assert per_poll < 2.6, f"{per_poll:.2f} hits per poll always armed"
+    # Stacks taken in the callee start at its caller: YieldNow::poll on top, then the demo's
+    # async fn that awaited it.
+    at_yield = [s for s in read_samples(r["aout"]) if s["park_point"] == "yield"]
+    assert len(at_yield) >= 10, f"only {len(at_yield)} samples parked at a yield"
+    for s in at_yield:
+        names = [f["name"] or "" for f in s["stack"]]
+        assert "YieldNow" in names[0] and any("cpu_kind_task" in n for n in names[1:4]), names[:4]
+    return (f"{per_poll:.2f} hits per poll always armed; {len(at_yield)} yield stacks topped "
+            f"by YieldNow::poll")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,47 @@ static void test_near_misses(void **state)
 	expect_none("");
 }
 
+/* YieldNow::poll from the demo built with frame pointers (Tokio 1.24, at 0x4ea50): its one
+ * real call, to the defer path's LocalKey::with at 0x57d30, comes after two e8 bytes that are
+ * displacements (-0x18(%rbp)), read as calls too. */
+static void test_direct_calls(void **state)
+{
+	static const unsigned char code[] = {
+	    0x55, 0x48, 0x89, 0xe5, 0x41, 0x56, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48, 0x89,
+	    0x75, 0xe8, 0x0f, 0xb6, 0x1f, 0x84, 0xdb, 0x75, 0x27, 0x49, 0x89, 0xf6, 0xc6,
+	    0x07, 0x01, 0x48, 0x8d, 0x3d, 0x55, 0x76, 0x05, 0x00, 0x48, 0x8d, 0x75, 0xe8,
+	    0xe8, 0xb4, 0x92, 0x00, 0x00, 0x84, 0xc0, 0x75, 0x0d, 0x49, 0x8b, 0x06, 0x48,
+	    0x8b, 0x08, 0x48, 0x8b, 0x78, 0x08, 0xff, 0x51, 0x10, 0x80, 0xf3, 0x01, 0x89,
+	    0xd8, 0x48, 0x83, 0xc4, 0x10, 0x5b, 0x41, 0x5e, 0x5d, 0xc3};
+	uint64_t t[8];
+	size_t n;
+	bool found = false;
+
+	(void)state;
+	n = target_direct_calls(code, sizeof(code), 0x4ea50, t, 8);
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++)
+		found |= t[i] == 0x57d30;
+	assert_true(found);
+	/* A call whose rel32 would run past the end is not read. */
+	assert_int_equal(target_direct_calls(code, 43, 0x4ea50, t, 8), 2);
+	assert_int_equal(target_direct_calls(code, sizeof(code), 0x4ea50, t, 1), 1);
+}
+
+static void test_yield_pending_callee(void **state)
+{
+	(void)state;
+	assert_true(target_is_yield_pending_callee(
+	    "<std::thread::local::LocalKey<tokio::runtime::context::Context>>::with::<tokio::"
+	    "runtime::context::with_defer<(), <tokio::task::yield_now::yield_now::{closure#0}::"
+	    "YieldNow as core::future::future::Future>::poll::{closure#0}>::{closure#0}, "
+	    "core::option::Option<()>>"));
+	assert_true(target_is_yield_pending_callee("std::thread::local::LocalKey<T>::with"));
+	assert_false(target_is_yield_pending_callee("std::thread::local::LocalKey<T>::try_with"));
+	assert_false(target_is_yield_pending_callee("core::task::wake::Waker::wake_by_ref"));
+	assert_false(target_is_yield_pending_callee(""));
+}
+
 /* Probes ranked by hits: most hit first, the 99% of hits hot, a quiet probe dropping out. */
 static void test_rank_probes(void **state)
 {
@@ -115,10 +156,9 @@ static void test_rank_probes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_legacy_names),
-	    cmocka_unit_test(test_v0_names),
-	    cmocka_unit_test(test_near_misses),
-	    cmocka_unit_test(test_rank_probes),
+	    cmocka_unit_test(test_legacy_names), cmocka_unit_test(test_v0_names),
+	    cmocka_unit_test(test_near_misses),	 cmocka_unit_test(test_rank_probes),
+	    cmocka_unit_test(test_direct_calls), cmocka_unit_test(test_yield_pending_callee),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
