@@ -88,6 +88,7 @@ struct thread_state {
 	__u64 last_run_delay; /* the thread's sched_info.run_delay at that event */
 	__u32 parked;
 	__u32 clock_driven; /* the task now polled did not resume from a yield */
+	__u64 capture_ns;   /* spent capturing since the last event (gate_account) */
 	struct d9_gate_time gate;
 	struct frame frames[D9_MAX_NEST];
 };
@@ -466,19 +467,36 @@ static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_n
 }
 
 /* Finishes the polls of this thread that are no deeper on the stack than sp. */
+/* The time since t0 went to a capture (see d9_gate_time.capture_ns). */
+static __always_inline void capture_done(struct thread_state *t, __u64 t0)
+{
+	__u64 ns = bpf_ktime_get_ns() - t0;
+
+	t->capture_ns += ns;
+	count_add(D9_CNT_CAPTURE_NS, ns);
+}
+
 static __always_inline void finish_frames(struct thread_state *t, __u32 tid, __u64 sp, __u64 end_ns)
 {
+	__u64 t0 = 0;
+
 	for (int i = 0; i < D9_MAX_NEST; i++) {
 		__u32 d = t->depth;
+		struct frame *f;
 
 		if (d == 0 || d > D9_MAX_NEST)
 			break;
 		/* The mask is a no-op after the check; the verifier needs it as a bound. */
-		if (t->frames[(d - 1) & (D9_MAX_NEST - 1)].entry_sp > sp)
+		f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
+		if (f->entry_sp > sp)
 			break;
-		finish_frame(&t->frames[(d - 1) & (D9_MAX_NEST - 1)], tid, end_ns);
+		if (f->selected && !t0)
+			t0 = bpf_ktime_get_ns();
+		finish_frame(f, tid, end_ns);
 		t->depth = d - 1;
 	}
+	if (t0)
+		capture_done(t, t0);
 }
 
 /* The thread's frames from an earlier arming: their polls ended unobserved. */
@@ -523,11 +541,19 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 	    BPF_CORE_READ((struct task_struct___d9 *)bpf_get_current_task(), sched_info.run_delay);
 	__u64 waited =
 	    t->last_event_ns && run_delay > t->last_run_delay ? run_delay - t->last_run_delay : 0;
+	__u64 captured = t->capture_ns;
 
+	t->capture_ns = 0;
 	if (in_gate(arm, now)) {
 		__u64 from =
 		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
 		__u64 span = now - from;
+
+		/* Captures since the last event are not the thread's busy or idle time. */
+		captured = captured < span ? captured : span;
+		span -= captured;
+		if (!arm->lean)
+			t->gate.capture_ns += captured;
 
 		/* A lean window's time goes to the cost measurement only: its hits per poll
 		 * differ from a sampling window's, and so would the slowdown. */
@@ -566,6 +592,7 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
 	to->clock_ns += from->clock_ns;
 	to->clock_hits += from->clock_hits;
 	to->wait_ns += from->wait_ns;
+	to->capture_ns += from->capture_ns;
 	__builtin_memset(from, 0, sizeof(*from));
 }
 
@@ -780,6 +807,7 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool a
 	struct stack_buf *sb;
 	struct frame *f;
 	__u32 depth, zero = 0;
+	__u64 t0;
 
 	if (!t)
 		return 0;
@@ -796,6 +824,7 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool a
 	if (!f->selected)
 		return 0;
 	count(D9_CNT_PARK_HITS);
+	t0 = bpf_ktime_get_ns();
 	sb = bpf_map_lookup_elem(&stacks, &tid);
 	if (!sb) {
 		struct stack_buf *zero;
@@ -822,6 +851,7 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool a
 	f->flags |= D9_SF_STACK_AT_PARK;
 	if (raw_stack_bytes)
 		capture_raw_stack(ctx, tid, at_callee);
+	capture_done(t, t0);
 	return 0;
 }
 

@@ -161,6 +161,10 @@ struct d9_gate_time {
 	 * run_delay), not in busy_ns: a worker preempted by other threads makes no progress
 	 * there, with or without probes, so that time is not the tasks' useful time. */
 	__u64 wait_ns;
+	/* Time the program spent capturing the selected polls' stacks and writing their
+	 * samples (~10-20 us each), in neither busy_ns nor idle_ns: lost to the tasks like the
+	 * hits, but per sample, not per hit, so kept apart from the hits' cost. */
+	__u64 capture_ns;
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */
@@ -226,6 +230,7 @@ enum d9_counter {
 	D9_CNT_LEAN_POLLS,
 	D9_CNT_LEAN_HITS,
 	D9_CNT_LEAN_BUSY_NS,
+	D9_CNT_CAPTURE_NS, /* stack captures and sample writes, in windows or not */
 	D9_CNT_MAX,
 };
 

@@ -379,8 +379,13 @@ static void update_bpf_run_ns(struct arming *a)
 	    bpf_obj_get_info_by_fd(bpf_program__fd(a->skel->progs.probe_entry), &info, &len))
 		return;
 	if (info.run_cnt >= a->run_cnt0 + 1000) {
-		double ns = (double)(info.run_time_ns - a->run_time0) /
-			    (double)(info.run_cnt - a->run_cnt0);
+		/* Captures are priced per sample (probe_cpu), not spread over the hits. */
+		uint64_t cap = counter(a, D9_CNT_CAPTURE_NS), run = info.run_time_ns - a->run_time0;
+		double ns;
+
+		run -= cap - a->capture0 < run ? cap - a->capture0 : run;
+		ns = (double)run / (double)(info.run_cnt - a->run_cnt0);
+		a->capture0 = cap;
 
 		pthread_mutex_lock(&a->lock);
 		a->bpf_run_ns = ns;
@@ -390,13 +395,14 @@ static void update_bpf_run_ns(struct arming *a)
 	}
 }
 
-/* CPU the probes cost the target: hits (polls, park points, deallocs) x one hit's cost. */
-static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol)
+/* CPU the probes cost the target: hits (polls, park points, deallocs) x one hit's cost, and
+ * the stack captures as the program measured them. */
+static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_t dcapture)
 {
 	double xol = (double)(dxol < dhits ? dxol : dhits);
 
 	return ((double)dhits - xol) * arming_hit_cost_ns(a) +
-	       xol * (a->cost.xol_ns + a->bpf_run_ns);
+	       xol * (a->cost.xol_ns + a->bpf_run_ns) + (double)dcapture;
 }
 
 /* Windows per second for a duty: as many as the budget pays for, up to MAX_WINDOWS_PER_SEC,
@@ -491,7 +497,7 @@ static void *arming_thread(void *arg)
 {
 	struct arming *a = arg;
 	uint64_t hits0 = counter(a, D9_CNT_HITS), xol0 = counter(a, D9_CNT_HITS_XOL);
-	uint64_t elig0 = counter(a, D9_CNT_ELIGIBLE);
+	uint64_t elig0 = counter(a, D9_CNT_ELIGIBLE), capture0 = counter(a, D9_CNT_CAPTURE_NS);
 	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0, tool0 = process_cpu_ns();
 	uint32_t nwin_prev = 0;
 	uint64_t nepochs = 0;
@@ -506,7 +512,7 @@ static void *arming_thread(void *arg)
 
 	while (!a->stop) {
 		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, tool, armed = 0, k;
-		uint64_t elig;
+		uint64_t elig, capture;
 		double overhead, duty, probe_ns, own_ns, tool_ns, tool_other_ns, need;
 		uint32_t nwin = 0;
 		bool by_samples;
@@ -517,7 +523,8 @@ static void *arming_thread(void *arg)
 		elig = counter(a, D9_CNT_ELIGIBLE);
 		cpu = target_cpu_ns(a->t->pid);
 		tool = process_cpu_ns();
-		probe_ns = probe_cpu(a, hits - hits0, xol - xol0);
+		capture = counter(a, D9_CNT_CAPTURE_NS);
+		probe_ns = probe_cpu(a, hits - hits0, xol - xol0, capture - capture0);
 		own_ns = (double)(cpu - cpu0) - probe_ns;
 		/* An idle target: a millisecond of CPU per second as the reference. */
 		if (own_ns < 1e6)
@@ -543,6 +550,7 @@ static void *arming_thread(void *arg)
 		hits0 = hits;
 		xol0 = xol;
 		elig0 = elig;
+		capture0 = capture;
 		cpu0 = cpu;
 		tool0 = tool;
 		a->duty = duty < MIN_DUTY ? MIN_DUTY : duty >= CONTINUOUS_DUTY ? 1.0 : duty;

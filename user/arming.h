@@ -87,7 +87,7 @@ struct arming {
 	double duty;
 	uint64_t rng;
 	int stats_fd; /* keeps the kernel's BPF run-time statistics on */
-	uint64_t run_time0, run_cnt0;
+	uint64_t run_time0, run_cnt0, capture0;
 	uint64_t *hits0;       /* probe_hits at the last read, per probe */
 	double window_cpu_ns;  /* the tool's CPU to attach and detach for one window */
 	double window_wall_ns; /* and the wall time those take */

@@ -161,19 +161,20 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
  * polls (gate.clock_ns) and the CPU-limited polls' own hits: factor = useful / (useful +
  * lost). Time the worker's thread waited for a CPU while other threads ran (gate.wait_ns,
  * the kernel's run_delay) is in none of these: it is lost with or without probes, and counted
- * as useful it made the factor too high. On the mix demo, whose block_in_place thread keeps a
- * third thread busy on two cores, workers wait 10-17% of the time; in runs whose windows met
- * such waits, CPU-bound estimates came out 0.07-0.09 higher with them left out. Windowed
- * inclusion probabilities of yielded tasks are multiplied by the factor, so that estimates are
- * of the target as it runs without probes. One factor per worker per epoch: it assumes the
- * CPU-limited tasks share the loss as they share the worker, and a task that the cooperative
- * budget forces to yield through a resource (no yield_now) counts as clock-driven.
+ * as useful it made the factor too high. Stack captures and sample writes (gate.capture_ns,
+ * measured by the program) are lost time too, per sample rather than per hit. On the mix demo,
+ * whose block_in_place thread keeps a third thread busy on two cores, workers wait 10-17% of the
+ * time; in runs whose windows met such waits, CPU-bound estimates came out 0.07-0.09 higher with
+ * them left out. Windowed inclusion probabilities of yielded tasks are multiplied by the factor, so
+ * that estimates are of the target as it runs without probes. One factor per worker per epoch: it
+ * assumes the CPU-limited tasks share the loss as they share the worker, and a task that the
+ * cooperative budget forces to yield through a resource (no yield_now) counts as clock-driven.
  */
 /* The two terms of the factor: the CPU-limited tasks' useful time and the lost time. */
 static void slowdown_terms(const struct d9_gate_time *g, double hit_cost_ns, double *useful,
 			   double *lost)
 {
-	*lost = (double)g->hits * hit_cost_ns - (double)g->idle_ns;
+	*lost = (double)g->hits * hit_cost_ns + (double)g->capture_ns - (double)g->idle_ns;
 	*useful = (double)g->busy_ns - (double)g->clock_ns -
 		  (double)(g->hits - g->clock_hits) * hit_cost_ns;
 }

@@ -33,6 +33,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_LEAN_POLLS] = "lean_window_polls",
     [D9_CNT_LEAN_HITS] = "lean_window_hits",
     [D9_CNT_LEAN_BUSY_NS] = "lean_window_busy_ns",
+    [D9_CNT_CAPTURE_NS] = "capture_ns",
 };
 
 static const char *worker_detection(const struct collector *c)
@@ -83,13 +84,15 @@ static void write_workers(FILE *f, const struct collector *c)
 				"\"complete\": %s, \"window_hits\": %" PRIu64
 				", \"window_busy_ms\": %.3f, \"window_idle_ms\": %.3f, "
 				"\"window_clock_ms\": %.3f, \"window_wait_ms\": %.3f, "
+				"\"window_capture_ms\": %.3f, "
 				"\"window_slowdown\": %.4f, \"window_cost_sensitivity\": %s}",
 				j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
 				(double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
 				e->calibrating ? "true" : "false", e->open ? "false" : "true",
 				(uint64_t)e->gate.hits, e->gate.busy_ns / 1e6,
 				e->gate.idle_ns / 1e6, e->gate.clock_ns / 1e6,
-				e->gate.wait_ns / 1e6, e->slowdown > 0 ? e->slowdown : 1.0,
+				e->gate.wait_ns / 1e6, e->gate.capture_ns / 1e6,
+				e->slowdown > 0 ? e->slowdown : 1.0,
 				num_or_null(sens, sizeof(sens), x));
 		}
 		fputs("]}", f);

@@ -66,12 +66,28 @@ static void test_floored_is_undefined(void **state)
 	assert_true(isnan(collector_slowdown_sensitivity(&g, 5000)));
 }
 
+/* Captures are lost time, not the tasks' useful time (the program keeps them out of busy
+ * time): useful U = 20 - 2 - 1800 x 5 us = 9 ms either way, lost L = 2000 x 5 us = 10 ms, plus
+ * 2 ms of captures. The finite differences still hold: captures do not scale with the hit's
+ * cost. */
+static void test_captures_are_lost_time(void **state)
+{
+	struct d9_gate_time g = gate(2000, 20, 0);
+
+	(void)state;
+	assert_true(fabs(collector_slowdown(&g, 5000) - 9.0 / 19.0) < 1e-9);
+	g.capture_ns = 2 * MS;
+	assert_true(fabs(collector_slowdown(&g, 5000) - 9.0 / 21.0) < 1e-9);
+	assert_true(fabs(collector_slowdown_sensitivity(&g, 5000) - numeric(&g, 5000)) < 1e-3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_matches_finite_differences),
 	    cmocka_unit_test(test_no_correction_no_sensitivity),
 	    cmocka_unit_test(test_floored_is_undefined),
+	    cmocka_unit_test(test_captures_are_lost_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
