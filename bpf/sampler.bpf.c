@@ -466,7 +466,6 @@ static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_n
 	f->selected = 0;
 }
 
-/* Finishes the polls of this thread that are no deeper on the stack than sp. */
 /* The time since t0 went to a capture (see d9_gate_time.capture_ns). */
 static __always_inline void capture_done(struct thread_state *t, __u64 t0)
 {
@@ -476,6 +475,7 @@ static __always_inline void capture_done(struct thread_state *t, __u64 t0)
 	count_add(D9_CNT_CAPTURE_NS, ns);
 }
 
+/* Finishes the polls of this thread that are no deeper on the stack than sp. */
 static __always_inline void finish_frames(struct thread_state *t, __u32 tid, __u64 sp, __u64 end_ns)
 {
 	__u64 t0 = 0;
@@ -504,14 +504,22 @@ static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid,
 {
 	if (t->generation == gen)
 		return;
+	__u64 t0 = 0;
+
 	for (int i = 0; i < D9_MAX_NEST; i++) {
 		__u32 d = t->depth;
+		struct frame *f;
 
 		if (d == 0 || d > D9_MAX_NEST)
 			break;
-		finish_frame(&t->frames[(d - 1) & (D9_MAX_NEST - 1)], tid, 0);
+		f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
+		if (f->selected && !t0)
+			t0 = bpf_ktime_get_ns();
+		finish_frame(f, tid, 0);
 		t->depth = d - 1;
 	}
+	if (t0)
+		capture_done(t, t0);
 	t->depth = 0;
 	t->run_depth = 0;
 	t->generation = gen;
@@ -549,7 +557,10 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
 		__u64 span = now - from;
 
-		/* Captures since the last event are not the thread's busy or idle time. */
+		/* Captures since the last event are not the thread's busy or idle time. They
+		 * follow that event at once: if it came before the gate, so did they. */
+		if (t->last_event_ns < arm->window_start)
+			captured = 0;
 		captured = captured < span ? captured : span;
 		span -= captured;
 		if (!arm->lean)
@@ -714,7 +725,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 /* The worker found no task to run: every poll on this thread has returned. */
 static __always_inline int on_worker_park(void)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), t0 = 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
 	struct thread_state *t = thread_get(tid, false);
 	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
@@ -727,12 +738,18 @@ static __always_inline int on_worker_park(void)
 	 * which encloses the worker loop, has not. */
 	for (int i = 0; i < D9_MAX_NEST; i++) {
 		__u32 d = t->depth;
+		struct frame *f;
 
 		if (d <= t->run_depth || d > D9_MAX_NEST)
 			break;
-		finish_frame(&t->frames[(d - 1) & (D9_MAX_NEST - 1)], tid, now);
+		f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
+		if (f->selected && !t0)
+			t0 = bpf_ktime_get_ns();
+		finish_frame(f, tid, now);
 		t->depth = d - 1;
 	}
+	if (t0)
+		capture_done(t, t0);
 	return 0;
 }
 
@@ -760,11 +777,13 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 	struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
 	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), addr;
 	__u32 z = 0, len = 0;
+	bool unreadable = false;
 
-	/* At a callee's entry nothing is pushed yet: its caller's frame is one return away. */
+	/* At a callee's entry nothing is pushed yet: its caller's frame is one return away, at
+	 * the call (the return address - 1: what is unwound and symbolized is the call site). */
 	if (at_callee) {
-		if (bpf_probe_read_user(&ip, sizeof(ip), (void *)sp))
-			return;
+		unreadable = bpf_probe_read_user(&ip, sizeof(ip), (void *)sp) != 0;
+		ip -= 1;
 		sp += 8;
 	}
 
@@ -780,6 +799,10 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 	}
 	raw->type = D9_REC_RAW_STACK;
 	raw->tid = tid;
+	if (unreadable) {
+		raw->len = 0; /* nothing to unwind: not an earlier poll's stack either */
+		return;
+	}
 	raw->ip = ip;
 	raw->sp = sp;
 	raw->bp = PT_REGS_FP(ctx);
@@ -844,6 +867,9 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool a
 	 * callee's caller on top. */
 	f->stack_bytes =
 	    bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK | (at_callee ? 1 : 0));
+	/* A return address on top: the call site is the instruction before it. */
+	if (at_callee && f->stack_bytes >= 8)
+		sb->ips[0] -= 1;
 	if (f->stack_bytes < 0)
 		count(D9_CNT_STACK_ERRORS);
 	f->park_point = park_point;

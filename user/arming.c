@@ -381,9 +381,10 @@ static void update_bpf_run_ns(struct arming *a)
 	if (info.run_cnt >= a->run_cnt0 + 1000) {
 		/* Captures are priced per sample (probe_cpu), not spread over the hits. */
 		uint64_t cap = counter(a, D9_CNT_CAPTURE_NS), run = info.run_time_ns - a->run_time0;
+		uint64_t dcap = cap >= a->capture0 ? cap - a->capture0 : 0;
 		double ns;
 
-		run -= cap - a->capture0 < run ? cap - a->capture0 : run;
+		run -= dcap < run ? dcap : run;
 		ns = (double)run / (double)(info.run_cnt - a->run_cnt0);
 		a->capture0 = cap;
 
@@ -524,7 +525,8 @@ static void *arming_thread(void *arg)
 		cpu = target_cpu_ns(a->t->pid);
 		tool = process_cpu_ns();
 		capture = counter(a, D9_CNT_CAPTURE_NS);
-		probe_ns = probe_cpu(a, hits - hits0, xol - xol0, capture - capture0);
+		probe_ns = probe_cpu(a, hits - hits0, xol - xol0,
+				     capture >= capture0 ? capture - capture0 : 0);
 		own_ns = (double)(cpu - cpu0) - probe_ns;
 		/* An idle target: a millisecond of CPU per second as the reference. */
 		if (own_ns < 1e6)

@@ -338,10 +338,50 @@ size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr
 
 bool target_is_yield_pending_callee(const char *demangled)
 {
-	/* v0 names the closure (with_defer); legacy mangling only LocalKey<T>::with. */
-	return strstr(demangled, "with_defer") ||
-	       !strncmp(demangled, "std::thread::local::LocalKey<T>::with", 37) ||
-	       strstr(demangled, "tokio::runtime::context::defer");
+	/* v0 names the closure (with_defer, from YieldNow::poll); legacy mangling only
+	 * LocalKey<T>::with, the same for every instance: the call-site count decides then. */
+	return (strstr(demangled, "with_defer") && strstr(demangled, "YieldNow")) ||
+	       !strcmp(demangled, "std::thread::local::LocalKey<T>::with");
+}
+
+size_t target_count_calls_to(const unsigned char *code, size_t len, uint64_t vaddr, uint64_t callee)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i + 5 <= len; i++) {
+		int32_t rel;
+
+		if (code[i] != 0xe8 && code[i] != 0xe9)
+			continue;
+		memcpy(&rel, code + i + 1, sizeof(rel));
+		n += vaddr + i + 5 + (uint64_t)(int64_t)rel == callee;
+	}
+	return n;
+}
+
+/* Direct calls and jumps to vaddr in the executable's code, as bytes read (a byte that only
+ * looks like one counts too: a false count refuses the move, which is the safe side). */
+static size_t calls_in_text(const struct target *t, int fd, uint64_t vaddr)
+{
+	const struct elf_load *ld;
+	size_t nld, n = 0;
+	struct stat st;
+	unsigned char *map;
+
+	if (fstat(fd, &st) || st.st_size <= 0)
+		return SIZE_MAX;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return SIZE_MAX;
+	ld = elf_file_loads(t->elf, &nld);
+	for (size_t i = 0; i < nld; i++) {
+		if (!(ld[i].flags & 1 /* PF_X */) || ld[i].offset > (uint64_t)st.st_size ||
+		    ld[i].filesz > (uint64_t)st.st_size - ld[i].offset)
+			continue;
+		n += target_count_calls_to(map + ld[i].offset, ld[i].filesz, ld[i].vaddr, vaddr);
+	}
+	munmap(map, (size_t)st.st_size);
+	return n;
 }
 
 /* The function starting exactly at vaddr, if no other name shares its code. */
@@ -366,8 +406,11 @@ static const struct elf_sym *sole_function_at(const struct elf_file *ef, uint64_
  * list, through a call of its own (LocalKey::with for with_defer's closure in Tokio 1.x); the
  * park point moves to that callee's entry, and the program steps out of it (D9_COOKIE_CALLEE).
  * The callee is found among the direct calls in YieldNow::poll's code and must be a function
- * of its own (merged functions share names: their other callers would count as yields) whose
- * first instruction the kernel emulates. Otherwise the probe stays at the entry.
+ * of its own (merged functions share names), called from nowhere else in the executable (other
+ * callers would count as yields), whose first instruction the kernel emulates: push %rbp where
+ * stacks come from frame pointers, the one at which x86's perf_callchain_user adds the return
+ * address at [sp] (bpf_get_stack then skips the callee's own frame). Otherwise the probe stays at
+ * the entry.
  */
 static void move_yield_to_pending_path(struct target *t, int fd)
 {
@@ -392,15 +435,17 @@ static void move_yield_to_pending_path(struct target *t, int fd)
 			callee = sole_function_at(t->elf, targets[k]);
 			if (!callee || elf_file_vaddr_to_offset(t->elf, callee->addr, &off) ||
 			    pread(fd, first, sizeof(first), (off_t)off) != (ssize_t)sizeof(first) ||
-			    probe_insn_needs_xol(first, sizeof(first)))
+			    probe_insn_needs_xol(first, sizeof(first)) ||
+			    (t->keeps_frame_pointers && first[0] != 0x55))
 				continue;
 			dm = demangle(callee->name);
 			ok = dm && target_is_yield_pending_callee(dm);
 			free(dm);
-			if (!ok)
+			if (!ok || calls_in_text(t, fd, callee->addr) != 1)
 				continue;
 			p->vaddr = callee->addr;
 			p->offset = off;
+			p->xol = false;
 			p->at_callee = true;
 			t->yield_at_pending = true;
 			break;
@@ -412,9 +457,6 @@ static void classify_insns(struct target *t)
 {
 	int fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
 	size_t fp = 0;
-
-	if (fd >= 0)
-		move_yield_to_pending_path(t, fd);
 
 	for (size_t i = 0; i < t->nprobes; i++) {
 		unsigned char b[4] = {};
@@ -428,8 +470,10 @@ static void classify_insns(struct target *t)
 	/* Tokio's own functions are a fair sample of how the crates were built: the demo built
 	 * with force-frame-pointers has them on every one, a default release build on none. */
 	t->keeps_frame_pointers = t->nprobes && fp * 10 >= t->nprobes * 9;
-	if (fd >= 0)
+	if (fd >= 0) {
+		move_yield_to_pending_path(t, fd);
 		close(fd);
+	}
 }
 
 /* A park point is optional (several cover the same parks); one the kernel must single-step

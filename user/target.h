@@ -100,8 +100,14 @@ bool probe_insn_needs_xol(const unsigned char *insn, size_t len);
  * read as a call: callers accept only targets that start a known function. */
 size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr, uint64_t *targets,
 			   size_t max);
-/* Whether a callee of YieldNow::poll by that name runs only on its Pending path. */
+/* Whether a callee of YieldNow::poll by that name is the one its Pending path calls (the
+ * runtime's defer in Tokio 1.x); in legacy mangling the name fits every LocalKey::with, and
+ * the caller also requires a single call site. */
 bool target_is_yield_pending_callee(const char *demangled);
+/* Direct calls or jumps (e8/e9 rel32) to callee among code's bytes at vaddr, every such byte
+ * read as one. */
+size_t target_count_calls_to(const unsigned char *code, size_t len, uint64_t vaddr,
+			     uint64_t callee);
 
 /* Classifies a demangled symbol; returns 1 and fills kind/cookie when it is a probe point. */
 int target_classify_symbol(const char *demangled, enum probe_kind *kind, uint32_t *cookie);

@@ -96,6 +96,9 @@ static void test_direct_calls(void **state)
 	/* A call whose rel32 would run past the end is not read. */
 	assert_int_equal(target_direct_calls(code, 43, 0x4ea50, t, 8), 2);
 	assert_int_equal(target_direct_calls(code, sizeof(code), 0x4ea50, t, 1), 1);
+	/* The one call to the callee; none to a neighbour. */
+	assert_int_equal(target_count_calls_to(code, sizeof(code), 0x4ea50, 0x57d30), 1);
+	assert_int_equal(target_count_calls_to(code, sizeof(code), 0x4ea50, 0x57d31), 0);
 }
 
 static void test_yield_pending_callee(void **state)
@@ -108,6 +111,13 @@ static void test_yield_pending_callee(void **state)
 	    "core::option::Option<()>>"));
 	assert_true(target_is_yield_pending_callee("std::thread::local::LocalKey<T>::with"));
 	assert_false(target_is_yield_pending_callee("std::thread::local::LocalKey<T>::try_with"));
+	assert_false(
+	    target_is_yield_pending_callee("std::thread::local::LocalKey<T>::with_borrow"));
+	/* Another closure through with_defer (v0 names it): not the yield's. */
+	assert_false(target_is_yield_pending_callee(
+	    "<std::thread::local::LocalKey<tokio::runtime::context::Context>>::with::<tokio::"
+	    "runtime::context::with_defer<(), tokio::task::coop::poll_proceed::{closure#0}>>"));
+	assert_false(target_is_yield_pending_callee("tokio::runtime::context::defer"));
 	assert_false(target_is_yield_pending_callee("core::task::wake::Waker::wake_by_ref"));
 	assert_false(target_is_yield_pending_callee(""));
 }
