@@ -89,6 +89,9 @@ struct thread_state {
 	__u32 parked;
 	__u32 clock_driven; /* the task now polled did not resume from a yield */
 	__u64 capture_ns;   /* spent capturing since the last event (gate_account) */
+	/* This poll is left out of the hit-cost measurement (D9_CNT_FULL_*): it captured a
+	 * stack or follows one that did, and what a capture leaves in the caches is no hit's. */
+	__u32 cost_skip;
 	struct d9_gate_time gate;
 	struct frame frames[D9_MAX_NEST];
 };
@@ -476,7 +479,7 @@ static __always_inline void capture_done(struct thread_state *t, __u64 t0)
 }
 
 /* Finishes the polls of this thread that are no deeper on the stack than sp. */
-static __always_inline void finish_frames(struct thread_state *t, __u32 tid, __u64 sp, __u64 end_ns)
+static __always_inline bool finish_frames(struct thread_state *t, __u32 tid, __u64 sp, __u64 end_ns)
 {
 	__u64 t0 = 0;
 
@@ -497,6 +500,7 @@ static __always_inline void finish_frames(struct thread_state *t, __u32 tid, __u
 	}
 	if (t0)
 		capture_done(t, t0);
+	return t0 != 0;
 }
 
 /* The thread's frames from an earlier arming: their polls ended unobserved. */
@@ -574,8 +578,12 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		} else {
 			/* A wait may have begun before the gate: at most the span counts. */
 			waited = waited < span ? waited : span;
-			count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
-				  span - waited);
+			/* The cost measurement compares polls of one kind, those resumed from a
+			 * yield: the probes thin them out in sampling windows more than in lean
+			 * ones, so a mix of kinds would differ in its own work per poll. */
+			if (!t->clock_driven && !t->cost_skip)
+				count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
+					  span - waited);
 			if (!arm->lean) {
 				t->gate.wait_ns += waited;
 				t->gate.busy_ns += span - waited;
@@ -585,7 +593,8 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 				}
 			}
 		}
-		count(arm->lean ? D9_CNT_LEAN_HITS : D9_CNT_FULL_HITS);
+		if (!t->parked && !t->clock_driven && !t->cost_skip)
+			count(arm->lean ? D9_CNT_LEAN_HITS : D9_CNT_FULL_HITS);
 		if (!arm->lean)
 			t->gate.hits++;
 	}
@@ -628,7 +637,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		return 0;
 	drop_stale_frames(t, tid, arm->generation);
 	gate_account(t, arm, now, false);
-	finish_frames(t, tid, sp, now);
+	t->cost_skip = finish_frames(t, tid, sp, now);
 	depth = t->depth;
 	if (depth >= D9_MAX_NEST) {
 		count(D9_CNT_NEST_OVERFLOW);
@@ -651,7 +660,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	 * events come. Only the first kind loses resumes to the probes' slowdown. */
 	t->clock_driven = !ts || ts->last_park != D9_PARK_YIELD;
 	gated = in_gate(arm, now);
-	if (gated)
+	if (gated && !t->clock_driven && !t->cost_skip)
 		count(arm->lean ? D9_CNT_LEAN_POLLS : D9_CNT_FULL_POLLS);
 	if (arm->lean) {
 		/* No park-point probe will say where this poll parks: the task keeps the
@@ -695,6 +704,11 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	}
 	ws->selected++;
 
+	/* Counted above as a poll of the cost measurement: take it back (per-CPU counters sum
+	 * modulo 2^64). */
+	if (!t->clock_driven && !t->cost_skip)
+		count_add(D9_CNT_FULL_POLLS, (__u64)-1);
+	t->cost_skip = 1;
 	f->selected = 1;
 	/* Both fixed point with 32 fractional bits and <= 1, so up to 2^32 each: their product
 	 * would overflow 64 bits at 1 x 1. Drop one bit of each first. */

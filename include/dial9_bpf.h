@@ -223,7 +223,9 @@ enum d9_counter {
 	D9_CNT_HITS_XOL,   /* the part of those on single-stepped instructions */
 	D9_CNT_CALIB_HITS, /* the loader's own calibration probe */
 	/* In-gate polls, hits and busy ns (run-queue waits left out) of sampling windows and of
-	 * lean ones, across threads: the measurement of a hit's cost in the target. */
+	 * lean ones, across threads: the measurement of a hit's cost in the target. Only polls
+	 * of tasks resumed from a yield (one kind, in both kinds of window), and none that
+	 * captured a stack or followed one that did. */
 	D9_CNT_FULL_POLLS,
 	D9_CNT_FULL_HITS,
 	D9_CNT_FULL_BUSY_NS,

@@ -27,12 +27,12 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_HITS] = "probe_hits",
     [D9_CNT_HITS_XOL] = "probe_hits_single_stepped",
     [D9_CNT_CALIB_HITS] = "calibration_hits",
-    [D9_CNT_FULL_POLLS] = "window_polls",
-    [D9_CNT_FULL_HITS] = "window_hits",
-    [D9_CNT_FULL_BUSY_NS] = "window_busy_ns",
-    [D9_CNT_LEAN_POLLS] = "lean_window_polls",
-    [D9_CNT_LEAN_HITS] = "lean_window_hits",
-    [D9_CNT_LEAN_BUSY_NS] = "lean_window_busy_ns",
+    [D9_CNT_FULL_POLLS] = "window_yield_polls",
+    [D9_CNT_FULL_HITS] = "window_yield_hits",
+    [D9_CNT_FULL_BUSY_NS] = "window_yield_busy_ns",
+    [D9_CNT_LEAN_POLLS] = "lean_window_yield_polls",
+    [D9_CNT_LEAN_HITS] = "lean_window_yield_hits",
+    [D9_CNT_LEAN_BUSY_NS] = "lean_window_yield_busy_ns",
     [D9_CNT_CAPTURE_NS] = "capture_ns",
 };
 
