@@ -164,8 +164,8 @@ def estimation_with_default_windows():
     event-driven ones alone: measured timers 0.93-1.06, channels 0.81-1.02 (before: up to
     1.97). The CPU-bound factor rests on the calibrated cost of a hit, a small error in which
     is a large one in the factor: measured 0.50-1.16 over eight runs, hence the wide bound
-    (the known limit in bench/RESULTS.md); 0.67-1.05 in seven runs since stack captures are
-    timed apart from the hits (session 6). 20 s: with one window a second, whether it lands in
+    (the known limit in bench/RESULTS.md); 0.86-1.17 in five runs since stack captures are
+    timed apart and the hit's cost is measured on one kind of poll (session 6). 20 s: with one window a second, whether it lands in
     the demo's block_in_place phases (200 ms in every 500, three busy threads on two cores)
     spreads 10 s runs widely (CPU-bound 0.45-1.19, all kinds moving together)."""
     _, samples, meta, _ = profiled(400, duration=20)
