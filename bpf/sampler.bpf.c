@@ -478,8 +478,13 @@ static __always_inline void capture_done(struct thread_state *t, __u64 t0)
 	count_add(D9_CNT_CAPTURE_NS, ns);
 }
 
-/* Finishes the polls of this thread that are no deeper on the stack than sp. */
-static __always_inline bool finish_frames(struct thread_state *t, __u32 tid, __u64 sp, __u64 end_ns)
+/*
+ * Finishes the thread's polls from the innermost out while they are no deeper on the stack
+ * than sp and above depth floor, and times the samples written for them (capture_done).
+ * Returns whether one was.
+ */
+static __always_inline bool pop_frames(struct thread_state *t, __u32 tid, __u64 sp, __u32 floor,
+				       __u64 end_ns)
 {
 	__u64 t0 = 0;
 
@@ -487,7 +492,7 @@ static __always_inline bool finish_frames(struct thread_state *t, __u32 tid, __u
 		__u32 d = t->depth;
 		struct frame *f;
 
-		if (d == 0 || d > D9_MAX_NEST)
+		if (d <= floor || d > D9_MAX_NEST)
 			break;
 		/* The mask is a no-op after the check; the verifier needs it as a bound. */
 		f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
@@ -508,22 +513,7 @@ static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid,
 {
 	if (t->generation == gen)
 		return;
-	__u64 t0 = 0;
-
-	for (int i = 0; i < D9_MAX_NEST; i++) {
-		__u32 d = t->depth;
-		struct frame *f;
-
-		if (d == 0 || d > D9_MAX_NEST)
-			break;
-		f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
-		if (f->selected && !t0)
-			t0 = bpf_ktime_get_ns();
-		finish_frame(f, tid, 0);
-		t->depth = d - 1;
-	}
-	if (t0)
-		capture_done(t, t0);
+	pop_frames(t, tid, ~0ULL, 0, 0);
 	t->depth = 0;
 	t->run_depth = 0;
 	t->generation = gen;
@@ -536,6 +526,15 @@ struct task_struct___d9 {
 		unsigned long long run_delay;
 	} sched_info;
 } __attribute__((preserve_access_index));
+
+/* Whether the poll now on this thread counts in the hit-cost measurement (D9_CNT_FULL_* and
+ * D9_CNT_LEAN_*): one kind of poll in both kinds of window, those resumed from a yield (the
+ * probes thin them out in sampling windows more than in lean ones, so a mix of kinds would
+ * differ in its own work per poll), and none near a capture (cost_skip). */
+static __always_inline bool cost_measured(const struct thread_state *t)
+{
+	return !t->clock_driven && !t->cost_skip;
+}
 
 static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
 {
@@ -578,10 +577,7 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		} else {
 			/* A wait may have begun before the gate: at most the span counts. */
 			waited = waited < span ? waited : span;
-			/* The cost measurement compares polls of one kind, those resumed from a
-			 * yield: the probes thin them out in sampling windows more than in lean
-			 * ones, so a mix of kinds would differ in its own work per poll. */
-			if (!t->clock_driven && !t->cost_skip)
+			if (cost_measured(t))
 				count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
 					  span - waited);
 			if (!arm->lean) {
@@ -593,7 +589,7 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 				}
 			}
 		}
-		if (!t->parked && !t->clock_driven && !t->cost_skip)
+		if (!t->parked && cost_measured(t))
 			count(arm->lean ? D9_CNT_LEAN_HITS : D9_CNT_FULL_HITS);
 		if (!arm->lean)
 			t->gate.hits++;
@@ -637,7 +633,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		return 0;
 	drop_stale_frames(t, tid, arm->generation);
 	gate_account(t, arm, now, false);
-	t->cost_skip = finish_frames(t, tid, sp, now);
+	t->cost_skip = pop_frames(t, tid, sp, 0, now);
 	depth = t->depth;
 	if (depth >= D9_MAX_NEST) {
 		count(D9_CNT_NEST_OVERFLOW);
@@ -660,7 +656,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	 * events come. Only the first kind loses resumes to the probes' slowdown. */
 	t->clock_driven = !ts || ts->last_park != D9_PARK_YIELD;
 	gated = in_gate(arm, now);
-	if (gated && !t->clock_driven && !t->cost_skip)
+	if (gated && cost_measured(t))
 		count(arm->lean ? D9_CNT_LEAN_POLLS : D9_CNT_FULL_POLLS);
 	if (arm->lean) {
 		/* No park-point probe will say where this poll parks: the task keeps the
@@ -706,7 +702,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 
 	/* Counted above as a poll of the cost measurement: take it back (per-CPU counters sum
 	 * modulo 2^64). */
-	if (!t->clock_driven && !t->cost_skip)
+	if (cost_measured(t))
 		count_add(D9_CNT_FULL_POLLS, (__u64)-1);
 	t->cost_skip = 1;
 	f->selected = 1;
@@ -739,7 +735,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 /* The worker found no task to run: every poll on this thread has returned. */
 static __always_inline int on_worker_park(void)
 {
-	__u64 now = bpf_ktime_get_ns(), t0 = 0;
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
 	struct thread_state *t = thread_get(tid, false);
 	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
@@ -750,20 +746,7 @@ static __always_inline int on_worker_park(void)
 	gate_account(t, arm, now, true);
 	/* Every task poll of this thread has returned; the worker's own blocking-task poll,
 	 * which encloses the worker loop, has not. */
-	for (int i = 0; i < D9_MAX_NEST; i++) {
-		__u32 d = t->depth;
-		struct frame *f;
-
-		if (d <= t->run_depth || d > D9_MAX_NEST)
-			break;
-		f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
-		if (f->selected && !t0)
-			t0 = bpf_ktime_get_ns();
-		finish_frame(f, tid, now);
-		t->depth = d - 1;
-	}
-	if (t0)
-		capture_done(t, t0);
+	pop_frames(t, tid, ~0ULL, t->run_depth, now);
 	return 0;
 }
 
@@ -875,10 +858,10 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool a
 		if (!sb)
 			return 0;
 	}
-	/* The last park point before the poll returns is where the task parks. */
-	/* The kernel puts the return address at [sp] after a function entry's own address
-	 * (x86 perf_callchain_user at a uprobe on push %rbp): skipping one frame leaves the
-	 * callee's caller on top. */
+	/* The last park point before the poll returns is where the task parks. At a callee's
+	 * entry the kernel puts the return address at [sp] after the entry's own address (x86
+	 * perf_callchain_user at a uprobe on push %rbp): skipping one frame leaves the caller on
+	 * top. */
 	f->stack_bytes =
 	    bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK | (at_callee ? 1 : 0));
 	/* A return address on top: the call site is the instruction before it. */

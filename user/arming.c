@@ -243,10 +243,10 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 	return 0;
 }
 
-/* One second of the schedule: up to MAX_WINDOWS_PER_SEC slots, one window each at a uniform
- * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
 static void target_hit_cost(struct arming *a);
 
+/* One second of the schedule: up to MAX_WINDOWS_PER_SEC slots, one window each at a uniform
+ * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
 static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
 		       uint32_t *nwin, uint64_t *armed)
 {
@@ -309,12 +309,17 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 	return 0;
 }
 
+double arming_hit_cost_ns_locked(const struct arming *a)
+{
+	return a->target_hit_ns > 0 ? a->target_hit_ns : a->cost.entry_ns + a->bpf_run_ns;
+}
+
 double arming_hit_cost_ns(struct arming *a)
 {
 	double c;
 
 	pthread_mutex_lock(&a->lock);
-	c = a->target_hit_ns > 0 ? a->target_hit_ns : a->cost.entry_ns + a->bpf_run_ns;
+	c = arming_hit_cost_ns_locked(a);
 	pthread_mutex_unlock(&a->lock);
 	return c;
 }

@@ -124,6 +124,8 @@ void arming_free(struct arming *a);
 /* What one probe hit costs the target: as measured inside it (lean windows) once known, until
  * then the trap (calibrated) plus the program's run time. */
 double arming_hit_cost_ns(struct arming *a);
+/* The same, with a->lock held by the caller. */
+double arming_hit_cost_ns_locked(const struct arming *a);
 /* Whether a window is open now: the loader should not compete with the target for CPU. */
 static inline bool arming_window_open(const struct arming *a)
 {

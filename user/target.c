@@ -320,19 +320,23 @@ bool probe_insn_needs_xol(const unsigned char *b, size_t len)
 	return true;
 }
 
+/* Where the call or jump with a rel32 operand at code[i] (loaded at vaddr) goes. */
+static uint64_t rel32_dest(const unsigned char *code, size_t i, uint64_t vaddr)
+{
+	int32_t rel;
+
+	memcpy(&rel, code + i + 1, sizeof(rel));
+	return vaddr + i + 5 + (uint64_t)(int64_t)rel;
+}
+
 size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr, uint64_t *targets,
 			   size_t max)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i + 5 <= len && n < max; i++) {
-		int32_t rel;
-
-		if (code[i] != 0xe8)
-			continue;
-		memcpy(&rel, code + i + 1, sizeof(rel));
-		targets[n++] = vaddr + i + 5 + (uint64_t)(int64_t)rel;
-	}
+	for (size_t i = 0; i + 5 <= len && n < max; i++)
+		if (code[i] == 0xe8)
+			targets[n++] = rel32_dest(code, i, vaddr);
 	return n;
 }
 
@@ -348,14 +352,8 @@ size_t target_count_calls_to(const unsigned char *code, size_t len, uint64_t vad
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i + 5 <= len; i++) {
-		int32_t rel;
-
-		if (code[i] != 0xe8 && code[i] != 0xe9)
-			continue;
-		memcpy(&rel, code + i + 1, sizeof(rel));
-		n += vaddr + i + 5 + (uint64_t)(int64_t)rel == callee;
-	}
+	for (size_t i = 0; i + 5 <= len; i++)
+		n += (code[i] == 0xe8 || code[i] == 0xe9) && rel32_dest(code, i, vaddr) == callee;
 	return n;
 }
 
@@ -447,7 +445,6 @@ static void move_yield_to_pending_path(struct target *t, int fd)
 			p->offset = off;
 			p->xol = false;
 			p->at_callee = true;
-			t->yield_at_pending = true;
 			break;
 		}
 	}

@@ -45,7 +45,6 @@ struct target {
 	size_t count[PROBE_IDLE + 1];
 	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
 	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */
-	bool yield_at_pending;	    /* yield_now's park point probes only its Pending path */
 	uint64_t exe_dev, exe_ino;  /* the executable at open: a change means the target exec'd */
 	int lock_fd;		    /* target_lock(); -1 if none */
 	char lock_path[96];
