@@ -30,11 +30,19 @@
 /* At or above this duty, windows save too little to pay for arming cycles, and the attach
  * and detach latencies (~0.1 s) no longer fit between windows. */
 #define CONTINUOUS_DUTY 0.5
-/* The budget is a ceiling, not a target: windows need only see this many eligible
- * transitions per worker for each sample wanted, so that p inside them stays at most 1/16.
- * On a busy worker (280k polls/s) that is a fraction of the budget's duty, and every probe
- * hit saved is CPU the target keeps. */
+/* The budget is a ceiling, not a target: windows need only see enough eligible transitions
+ * per worker for the samples wanted. On a busy worker (280k polls/s) that is a fraction of the
+ * budget's duty, and every probe hit saved is CPU the target keeps. Up to SAMPLE_MARGIN_HZ,
+ * SAMPLE_MARGIN per sample (p <= 1/16): a worker-epoch's ~10 selections then come from over a
+ * hundred transitions, and the in-window count that sets p is steady. Above it, no fewer
+ * transitions than at SAMPLE_MARGIN_HZ and at least SAMPLE_MARGIN_MIN per sample (p <= 1/2):
+ * each transition seen costs a few hits (~13 us on the project's VM) against ~9 us for a
+ * capture. At 99 Hz a margin of 16 asked for more than the 1% budget pays for; with 2 the
+ * tool's estimate of its cost fell from 1.03-1.16% to 0.81-0.97% (bench/RESULTS.md, "Session
+ * 7"). */
 #define SAMPLE_MARGIN 16.0
+#define SAMPLE_MARGIN_HZ 10.0
+#define SAMPLE_MARGIN_MIN 2.0
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
@@ -479,8 +487,16 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 	return n;
 }
 
-/* The duty at which windows see SAMPLE_MARGIN x hz eligible transitions per worker, from the
- * last epoch's in-window count; +inf when nothing is known yet. */
+/* Eligible transitions per worker per second that windows must see for hz samples. */
+static double transitions_needed(double hz)
+{
+	double low = SAMPLE_MARGIN * (hz < SAMPLE_MARGIN_HZ ? hz : SAMPLE_MARGIN_HZ);
+
+	return low > SAMPLE_MARGIN_MIN * hz ? low : SAMPLE_MARGIN_MIN * hz;
+}
+
+/* The duty at which windows see transitions_needed() per worker, from the last epoch's
+ * in-window count; +inf when nothing is known yet. */
 static double duty_for_samples(struct arming *a, uint64_t delig, uint64_t armed_ns, uint64_t epoch)
 {
 	uint32_t nw;
@@ -489,7 +505,7 @@ static double duty_for_samples(struct arming *a, uint64_t delig, uint64_t armed_
 	if (!a->per_worker_hz || !armed_ns || !delig || !(nw = active_workers(a, epoch)))
 		return HUGE_VAL;
 	per_worker_s = (double)delig / nw / ((double)armed_ns / (double)NSEC);
-	return SAMPLE_MARGIN * a->per_worker_hz / per_worker_s;
+	return transitions_needed(a->per_worker_hz) / per_worker_s;
 }
 
 static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,

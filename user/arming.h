@@ -10,9 +10,10 @@
  * every instant is covered with probability exactly duty.
  *
  * The budget is a ceiling, not a target: duty is also capped at what the samples need
- * (windows seeing 16 x hz eligible transitions per worker, from the last epoch's in-window
- * count, floor 0.2%), so a busy worker, whose budget duty would see thousands of transitions
- * for 10 samples, pays a fraction of the budget.
+ * (windows seeing 16 eligible transitions per worker for each sample up to 10 Hz, and
+ * max(160, 2 x hz) above, from the last epoch's in-window count, floor 0.2%), so a busy
+ * worker, whose budget duty would see thousands of transitions for 10 samples, pays a
+ * fraction of the budget.
  *
  * The budget covers probe hits (hits x the calibrated trap cost + the program's measured run
  * time) and the tool's own CPU (an attach and detach per window, reading samples), which a
