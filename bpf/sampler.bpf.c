@@ -329,6 +329,8 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	} else {
 		ws->prob = D9_PROB_ONE;
 	}
+	if (duty < D9_PROB_ONE)
+		ws->tokens_ns = bucket_ns;
 	ws->epoch = epoch;
 	ws->eligible = 0;
 	ws->selected = 0;
@@ -355,10 +357,18 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 	return bpf_map_lookup_elem(&workers, &key);
 }
 
-/* The hard cap: a token bucket refilled at hz with a burst of bucket_ns / interval tokens. */
-static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now)
+/*
+ * The hard cap, against a p made stale by a burst of work: a token bucket of bucket_ns /
+ * interval tokens, refilled at hz with time while the probes stay attached. In windows it is
+ * refilled whole at each epoch (epoch_roll), so it caps an epoch at the burst (2 x hz by
+ * default). An epoch's selections all come in its windows, a few ms of the second, ~hz of them
+ * by design: a bucket refilled at hz then hovers near empty (its level is a random walk with
+ * no drift), and 10-30% of worker-epochs at the defaults were capped on the hot demo, each
+ * one lost to unbiased estimates, whether refilled with time or by hz per epoch.
+ */
+static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now, bool windowed)
 {
-	__u64 tokens = ws->tokens_ns + (now - ws->refill_ns);
+	__u64 tokens = ws->tokens_ns + (windowed ? 0 : now - ws->refill_ns);
 
 	ws->refill_ns = now;
 	if (tokens > bucket_ns)
@@ -693,7 +703,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	ws->eligible++;
 	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
 		return 0;
-	if (!cap_admit(ws, now)) {
+	if (!cap_admit(ws, now, arm->duty < D9_PROB_ONE)) {
 		ws->refused++;
 		ws->capped = 1;
 		return 0;

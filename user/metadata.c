@@ -195,7 +195,8 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 		"\"per_worker_hz\": %" PRIu64 ", \"epoch\": \"CLOCK_MONOTONIC whole seconds\", "
 		"\"seed\": %" PRIu64
 		",\n    \"cap\": {\"kind\": \"token_bucket\", \"rate_hz\": %" PRIu64
-		", \"burst\": %" PRIu64 "}},\n",
+		", \"burst\": %" PRIu64
+		", \"refill\": \"at rate_hz; in windows, whole at each epoch\"}},\n",
 		o->per_worker_hz, r->seed, o->per_worker_hz, o->cap_burst);
 	fprintf(f, "  \"target\": {\"pid\": %d, \"comm\": ", t->pid);
 	json_str(f, t->comm);
