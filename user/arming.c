@@ -23,8 +23,11 @@
  * More, shorter windows make each epoch's count steadier. */
 #define WINDOW_BUDGET_SHARE 0.25
 #define MIN_WINDOW_NS 20000000.0
-/* After attaching, before the gate opens (see run_windows). */
-#define SETTLE_NS 1000000ULL
+/* After attaching, before the gate opens (see window()). Every hot probe is hit in it for
+ * nothing: at 1 ms that was ~230 hits a window on the hot demo, a fifth of the window's cost.
+ * At 0.25 ms hits fell 15-35% at 10 Hz, and neither the estimates nor the threads' off-CPU
+ * time in the gate (window_wait_ms) moved (bench/RESULTS.md, "Session 7"). */
+#define SETTLE_NS 250000ULL
 #define MIN_DUTY 0.002
 #define INITIAL_DUTY 0.005
 /* At or above this duty, windows save too little to pay for arming cycles, and the attach
@@ -235,11 +238,11 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 		a->window_open = 0;
 		return a->error;
 	}
-	/* Installing breakpoints rewrites the target's text pages, and its threads stall for a
-	 * few ms on the copies (faults on the mmap lock the install held): let that pass before
-	 * the gate opens, or windows see the target slowed. The gate opens by itself at its
-	 * start time: waking up to open it would take a core from a worker just as the window
-	 * begins. */
+	/* Installing breakpoints rewrites the target's text pages under its mmap lock, and
+	 * threads that faulted meanwhile wait for it: let them catch up before the gate opens,
+	 * or windows see the target slowed (with one link per group, the attach is over when
+	 * link_create returns). The gate opens by itself at its start time: waking up to open it
+	 * would take a core from a worker just as the window begins. */
 	since = mono_ns();
 	set_window(a, since + SETTLE_NS, since + SETTLE_NS + len, duty, since,
 		   g == ATTACH_ARMED_LEAN);
