@@ -41,7 +41,7 @@
  * transitions than at SAMPLE_MARGIN_HZ and at least SAMPLE_MARGIN_MIN per sample (p <= 1/2):
  * each transition seen costs a few hits (~13 us on the project's VM) against ~9 us for a
  * capture. At 99 Hz a margin of 16 asked for more than the 1% budget pays for; with 2 the
- * tool's estimate of its cost fell from 1.03-1.16% to 0.81-0.97% (bench/RESULTS.md, "Session
+ * tool's estimate of its cost fell from 1.01-1.16% to 0.81-0.97% (bench/RESULTS.md, "Session
  * 7"). */
 #define SAMPLE_MARGIN 16.0
 #define SAMPLE_MARGIN_HZ 10.0
@@ -49,11 +49,15 @@
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
- * LEAN_FIRST epochs, then every LEAN_EVERY: what a hit costs inside the target (see
- * target_hit_cost). A lean window costs ~40% of a sampling window on the hot demo (fewer
- * hits, the same attach and detach), so that adds ~10% to a long run's cost. */
+ * LEAN_FIRST epochs, then every LEAN_EVERY until LEAN_SETTLED have run, then every
+ * LEAN_EVERY_LATE: what a hit costs inside the target (see target_hit_cost). A lean window
+ * costs ~60% of a sampling window on the hot demo at 10 Hz (fewer hits, the same attach and
+ * detach): every fourth epoch added ~14% to a long run's cost. The measurement pools every
+ * lean window's counts, so once a dozen are in, more of them change it little. */
 #define LEAN_FIRST 3
 #define LEAN_EVERY 4
+#define LEAN_SETTLED 12
+#define LEAN_EVERY_LATE 16
 /* Polls each kind of window must have seen before the measured cost is used. */
 #define LEAN_MIN_POLLS 500.0
 
@@ -372,6 +376,14 @@ static void target_hit_cost(struct arming *a)
 	pthread_mutex_unlock(&a->lock);
 }
 
+static bool lean_due(const struct arming *a, uint64_t nepochs)
+{
+	/* lean_windows is written by this thread only: no lock needed to read it here. */
+	uint64_t every = a->lean_windows < LEAN_SETTLED ? LEAN_EVERY : LEAN_EVERY_LATE;
+
+	return nepochs < LEAN_FIRST || nepochs % every == 0;
+}
+
 /* One lean window of the sampling windows' length at a random time in what is left of the
  * epoch, if it fits: it covers no sampling, so its place does not matter to estimates. */
 static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
@@ -618,7 +630,7 @@ static void *arming_thread(void *arg)
 		k = windows_for(a, a->duty, a->budget * own_ns);
 		if (run_windows(a, epoch * NSEC, a->duty, k, &nwin, &armed))
 			break;
-		if ((nepochs < LEAN_FIRST || nepochs % LEAN_EVERY == 0) &&
+		if (lean_due(a, nepochs) &&
 		    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
 			break;
 		nepochs++;
