@@ -315,12 +315,22 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	 * average of counts at full coverage, through the current duty. Weighted 1/4 to the last
 	 * epoch: hz over a noisy average is high on average (1/x is convex), and with the mix
 	 * demo's bursty windows a weight of 1/2 delivered 116-121% of hz once the cap no longer
-	 * trimmed it; 1/4 delivered 99-102%. */
+	 * trimmed it; 1/4 delivered 99-102%. The calibrating epoch's count only seeds it: made
+	 * with no captures, it runs ~30% high at 99 Hz, where windows capture every other
+	 * transition, and a 1/4 weight took seconds to wash it out. The first sampled epoch
+	 * replaces it, the next is averaged in by half, then 1/4. */
 	if (duty < D9_PROB_ONE) {
 		if (consecutive && ws->duty) {
 			__u64 full = (prev << 16) / ((ws->duty >> 16) | 1) << 16;
 
-			ws->rate = ws->rate ? (3 * ws->rate + full) / 4 : full;
+			if (ws->calibrating || !ws->rate || !ws->rate_n)
+				ws->rate = full;
+			else if (ws->rate_n < 2)
+				ws->rate = (ws->rate + full) / 2;
+			else
+				ws->rate = (3 * ws->rate + full) / 4;
+			if (!ws->calibrating && ws->rate_n < 2)
+				ws->rate_n++;
 		}
 		prev = ((ws->rate >> 16) * (duty >> 16)) >> 16;
 		consecutive = ws->rate > 0;

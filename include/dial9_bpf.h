@@ -205,7 +205,7 @@ struct d9_worker_state {
 	__u32 capped;
 	__u32 calibrating;
 	__u32 last_tid;
-	__u32 pad;
+	__u32 rate_n;		  /* sampled epochs in rate, saturating */
 	struct d9_gate_time gate; /* this epoch's, emitted with it */
 };
 
