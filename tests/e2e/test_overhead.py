@@ -151,14 +151,17 @@ def windows_sized_by_samples_at_99hz():
     assert len(whole) >= 4, f"only {len(whole)} whole uncapped worker-epochs"
     sel = sum(e["selected"] for e in whole) / len(whole)
     elig = sum(e["eligible"] for e in whole) / len(whole)
-    assert sel >= 0.8 * 99, f"{sel:.1f} samples per worker-epoch at 99 Hz"
+    # The median: one epoch whose window caught a worker descheduled (38 transitions instead
+    # of ~180, seen in CI) should not decide it.
+    med = sorted(e["selected"] for e in whole)[len(whole) // 2]
+    assert med >= 0.8 * 99, f"median {med} samples per worker-epoch at 99 Hz (mean {sel:.1f})"
     # Windows are sized for 2 transitions per sample from the last epoch's in-window rate,
     # which captures (~9 us each, one every other transition) slow: p comes out at 0.5-0.7,
     # not near 1.
     assert elig >= 1.3 * sel, f"{elig:.0f} eligible transitions for {sel:.0f} samples"
     est = meta["overhead"]["est_overhead_pct"]
     return (f"{len(by_samples)} of {len(epochs)} epochs sized by the samples; {sel:.1f} samples "
-            f"of {elig:.0f} eligible per worker-epoch; estimated cost {est:.2f}%")
+            f"(median {med}) of {elig:.0f} eligible per worker-epoch; estimated cost {est:.2f}%")
 
 
 @test
