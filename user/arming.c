@@ -25,8 +25,9 @@
 #define MIN_WINDOW_NS 20000000.0
 /* After attaching, before the gate opens (see window()). Every hot probe is hit in it for
  * nothing: at 1 ms that was ~230 hits a window on the hot demo, a fifth of the window's cost.
- * At 0.25 ms hits fell 15-35% at 10 Hz, and neither the estimates nor the threads' off-CPU
- * time in the gate (window_wait_ms) moved (bench/RESULTS.md, "Session 7"). */
+ * At 0.25 ms hits fell by 16% on average at 10 Hz (six runs each), and neither the estimates
+ * nor the threads' off-CPU time in the gate (window_wait_ms) moved (bench/RESULTS.md,
+ * "Session 7"). */
 #define SETTLE_NS 250000ULL
 #define MIN_DUTY 0.002
 #define INITIAL_DUTY 0.005
