@@ -15,9 +15,12 @@ struct probe_cost {
 	double entry_ns; /* one uprobe hit on an emulated instruction (push), counting program */
 	double xol_ns;	 /* one hit on an instruction the kernel single-steps */
 	bool measured;
+	bool xol_measured; /* only when some probe of the target is single-stepped */
 };
 
-/* Fills cost; on failure keeps conservative defaults and returns a negative errno. */
-int calibrate_probe_cost(struct sampler_bpf *skel, bool multi, struct probe_cost *cost);
+/* Fills cost; on failure keeps conservative defaults and returns a negative errno. need_xol:
+ * some probe of the target is single-stepped, so that kind of hit is measured too. */
+int calibrate_probe_cost(struct sampler_bpf *skel, bool multi, bool need_xol,
+			 struct probe_cost *cost);
 
 #endif

@@ -300,7 +300,7 @@ int main(int argc, char **argv)
 	struct rb_slice slice = {.col = &col, .arm = &arm, .deadline_ns = UINT64_MAX};
 	struct writer writers[8];
 	size_t nwriters = 0;
-	bool dir_created = false, running = false, tty = isatty(STDERR_FILENO);
+	bool dir_created = false, running = false, need_xol, tty = isatty(STDERR_FILENO);
 	struct options o;
 	int err, pidfd = -1, status_every;
 	uint64_t last_status, t0;
@@ -411,7 +411,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	pidfd = (int)syscall(SYS_pidfd_open, o.pid, 0);
 
-	err = calibrate_probe_cost(skel, links.multi, &arm.cost);
+	need_xol = false;
+	for (size_t i = 0; i < t->nprobes; i++)
+		need_xol |= t->probes[i].xol;
+	err = calibrate_probe_cost(skel, links.multi, need_xol, &arm.cost);
 	if (err && o.verbose)
 		fprintf(stderr, "dial9-bpf: probe cost calibration failed (%s): assuming %.0f ns\n",
 			strerror(-err), arm.cost.entry_ns);

@@ -125,7 +125,7 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 static void write_overhead(FILE *f, const struct options *o, const struct collector *c,
 			   const struct run_summary *r)
 {
-	char sens[32], tgt[32];
+	char sens[32], tgt[32], xol[32];
 
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
@@ -136,7 +136,7 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	fprintf(
 	    f,
 	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
-	    "    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %.0f, "
+	    "    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %s, "
 	    "\"measured\": %s, \"program_run\": %.0f, \"in_target\": %s, \"lean_windows\": %" PRIu64
 	    ", \"per_hit\": %.0f},\n"
 	    "    \"windows\": %" PRIu64 ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
@@ -146,7 +146,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    "    \"tool_cpu_s\": %.3f, \"tool_max_rss_kb\": %ld,\n"
 	    "    \"cost_sensitivity_median\": %s,\n    \"epochs\": [",
 	    o->overhead_budget, o->overhead_budget >= 100 ? "always_armed" : "armed_windows",
-	    a->cost.entry_ns, a->cost.xol_ns, a->cost.measured ? "true" : "false", a->bpf_run_ns,
+	    a->cost.entry_ns,
+	    a->cost.xol_measured ? num_or_null(xol, sizeof(xol), a->cost.xol_ns) : "null",
+	    a->cost.measured ? "true" : "false", a->bpf_run_ns,
 	    a->target_hit_ns > 0 ? num_or_null(tgt, sizeof(tgt), a->target_hit_ns) : "null",
 	    a->lean_windows, arming_hit_cost_ns_locked(a), a->windows,
 	    run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
