@@ -656,7 +656,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		return 0;
 	drop_stale_frames(t, tid, arm->generation);
 	gate_account(t, arm, now, false);
-	t->cost_skip = pop_frames(t, tid, sp, 0, now);
+	t->cost_skip = pop_frames(t, tid, sp, 0, arm->kept_only ? 0 : now);
 	depth = t->depth;
 	if (depth >= D9_MAX_NEST) {
 		count(D9_CNT_NEST_OVERFLOW);
@@ -769,7 +769,7 @@ static __always_inline int on_worker_park(void)
 	gate_account(t, arm, now, true);
 	/* Every task poll of this thread has returned; the worker's own blocking-task poll,
 	 * which encloses the worker loop, has not. */
-	pop_frames(t, tid, ~0ULL, t->run_depth, now);
+	pop_frames(t, tid, ~0ULL, t->run_depth, arm->kept_only ? 0 : now);
 	return 0;
 }
 

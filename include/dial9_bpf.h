@@ -114,6 +114,9 @@ struct d9_arming {
 	 * sampled; its busy time and hits per poll, against the sampling windows', give what a
 	 * hit costs inside the target. */
 	__u64 lean;
+	/* Only the kept probes are in place (between windows): the next event on a thread may
+	 * come long after its poll returned, so the polls it finishes get no end time. */
+	__u64 kept_only;
 };
 
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */

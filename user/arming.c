@@ -61,6 +61,13 @@
 #define LEAN_EVERY_LATE 16
 /* Polls each kind of window must have seen before the measured cost is used. */
 #define LEAN_MIN_POLLS 500.0
+/* Kept probes (kept_update): a probe joins once its recent hits per window fall below
+ * KEPT_MAX_HITS (none in the last ~5 windows), and the kept probes' hits between windows may
+ * cost KEPT_BUDGET_SHARE of the budget, checked every KEPT_CHECK_NS; above that, the probes
+ * that were hit leave. */
+#define KEPT_MAX_HITS 0.05
+#define KEPT_BUDGET_SHARE 0.02
+#define KEPT_CHECK_NS 50000000ULL
 
 static uint64_t mono_ns(void)
 {
@@ -89,6 +96,8 @@ static uint64_t process_cpu_ns(void)
 }
 
 /* Sleeps until the monotonic time t or until asked to stop; returns false if stopping. */
+static void kept_check(struct arming *a);
+
 static bool sleep_until(struct arming *a, uint64_t t)
 {
 	for (;;) {
@@ -97,6 +106,8 @@ static bool sleep_until(struct arming *a, uint64_t t)
 
 		if (a->stop)
 			return false;
+		kept_check(a);
+		now = mono_ns();
 		if (now >= t)
 			return true;
 		/* Wake at least every 50 ms to notice a stop request. */
@@ -118,8 +129,8 @@ static double uniform(struct arming *a)
 	return (double)((x * 0x2545f4914f6cdd1dULL) >> 11) * 0x1.0p-53;
 }
 
-static void set_window(struct arming *a, uint64_t start, uint64_t end, double duty,
-		       uint64_t armed_since, bool lean)
+static void set_window_kept(struct arming *a, uint64_t start, uint64_t end, double duty,
+			    uint64_t armed_since, bool lean, bool kept_only)
 {
 	struct d9_arming w = {
 	    .window_start = start,
@@ -128,10 +139,17 @@ static void set_window(struct arming *a, uint64_t start, uint64_t end, double du
 	    .armed_since = armed_since,
 	    .generation = a->generation,
 	    .lean = lean,
+	    .kept_only = kept_only,
 	};
 	uint32_t zero = 0;
 
 	bpf_map__update_elem(a->skel->maps.arming, &zero, sizeof(zero), &w, sizeof(w), BPF_ANY);
+}
+
+static void set_window(struct arming *a, uint64_t start, uint64_t end, double duty,
+		       uint64_t armed_since, bool lean)
+{
+	set_window_kept(a, start, end, duty, armed_since, lean, false);
 }
 
 static uint64_t counter(struct arming *a, uint32_t idx)
@@ -227,6 +245,112 @@ static void disarm(struct arming *a)
 	 * still being torn down sees the target slowed down, and fewer transitions than it
 	 * should: estimates came out 20-25% low that way. */
 	detach_probes(&a->links);
+	if (a->kept.n)
+		set_window_kept(a, 0, 0, a->duty, 0, false, true);
+}
+
+/* Replaces the kept link by one holding the probes marked kept now. */
+static void kept_rebuild(struct arming *a)
+{
+	uint64_t t0 = mono_ns();
+	size_t n = 0;
+	int err = 0;
+
+	detach_probes(&a->kept);
+	for (size_t i = 0; i < a->t->nprobes; i++)
+		n += a->t->probes[i].kept;
+	if (n)
+		err = attach_probes(a->skel, a->t, ATTACH_KEPT, &a->kept);
+	if (err) {
+		/* Back to putting every probe in for each window. */
+		for (size_t i = 0; i < a->t->nprobes; i++)
+			a->t->probes[i].kept = false;
+		n = 0;
+	}
+	set_window_kept(a, 0, 0, a->duty, 0, false, n > 0);
+	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES && a->kept_hits0; i++)
+		a->kept_hits0[i] = __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED);
+	a->kept_check_ns = mono_ns();
+	pthread_mutex_lock(&a->lock);
+	a->kept_probes = n;
+	a->kept_rebuilds++;
+	a->attach_ns += a->kept_check_ns - t0;
+	pthread_mutex_unlock(&a->lock);
+}
+
+/*
+ * Probes not hit in recent windows stay in place between windows: a window used to put in and
+ * take out every armed probe (~30 on the demo, most never hit there), and each breakpoint
+ * written costs a TLB shootdown, an IPI to the target's cores, both ways. A kept probe costs
+ * only its hits, which are counted and priced like any other. Their poll ends are not taken
+ * (d9_arming.kept_only), and a poll entered outside a window is no eligible transition, so
+ * nothing sampled depends on them. Worker park probes are never kept: the gate's busy and
+ * idle accounting takes a thread's first span in a window as idle after one. Runs between
+ * windows, with a ranking from measured hits only.
+ */
+static void kept_update(struct arming *a)
+{
+	bool change = false;
+
+	if (!a->t->ranked || a->continuous)
+		return;
+	if (!a->kept_hits0 && !(a->kept_hits0 = calloc(D9_MAX_PROBES, sizeof(*a->kept_hits0))))
+		return;
+	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++) {
+		struct probe_spec *p = &a->t->probes[i];
+		bool want =
+		    p->kind == PROBE_POLL || p->kind == PROBE_DEALLOC || p->kind == PROBE_PARK;
+
+		if (want && !p->kept && p->hits < KEPT_MAX_HITS) {
+			p->kept = true;
+			change = true;
+		}
+	}
+	if (change)
+		kept_rebuild(a);
+}
+
+/* Between windows: the kept probes that were hit leave the kept link if their hits cost more
+ * than the share of the budget they may take. */
+static void kept_check(struct arming *a)
+{
+	uint64_t now = mono_ns(), total = 0;
+	double dt;
+	bool change = false;
+
+	if (!a->kept.n || a->window_open || a->continuous || !a->kept_hits0 ||
+	    now < a->kept_check_ns + KEPT_CHECK_NS)
+		return;
+	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++)
+		if (a->t->probes[i].kept)
+			total += __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED) -
+				 a->kept_hits0[i];
+	dt = (double)(now - a->kept_check_ns) / 1e9;
+	pthread_mutex_lock(&a->lock);
+	a->kept_hits += total;
+	pthread_mutex_unlock(&a->lock);
+	if ((double)total <= a->kept_max_rate * dt) {
+		for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++)
+			a->kept_hits0[i] =
+			    __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED);
+		a->kept_check_ns = now;
+		return;
+	}
+	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++) {
+		struct probe_spec *p = &a->t->probes[i];
+		uint64_t h = __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED) -
+			     a->kept_hits0[i];
+
+		if (p->kept && h) {
+			p->kept = false;
+			a->kept_evictions++;
+			/* Hot again: it rejoins only once its hits in windows have died down. */
+			p->hits = p->hits > (double)h ? p->hits : (double)h;
+			change = true;
+		}
+	}
+	if (change)
+		kept_rebuild(a);
 }
 
 /*
@@ -312,6 +436,7 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 			return a->error;
 		(*nwin)++;
 		update_probe_order(a);
+		kept_update(a);
 		/* Sampling windows add polls to the measurement too: at high rates few are
 		 * away from captures, and the count may reach its minimum between lean ones. */
 		target_hit_cost(a);
@@ -601,6 +726,7 @@ static void *arming_thread(void *arg)
 		capture0 = capture;
 		cpu0 = cpu;
 		tool0 = tool;
+		a->kept_max_rate = KEPT_BUDGET_SHARE * a->budget * own_ns / arming_hit_cost_ns(a);
 		a->duty = duty < MIN_DUTY ? MIN_DUTY : duty >= CONTINUOUS_DUTY ? 1.0 : duty;
 		if (a->budget >= 1.0)
 			a->duty = 1.0;
@@ -611,6 +737,7 @@ static void *arming_thread(void *arg)
 					break;
 				set_window(a, mono_ns(), UINT64_MAX, 1.0, mono_ns(), false);
 				continuous = true;
+				a->continuous = true;
 				nwin = 1;
 			}
 			armed = (epoch + 1) * NSEC - now;
@@ -627,6 +754,7 @@ static void *arming_thread(void *arg)
 		if (continuous) {
 			disarm(a);
 			continuous = false;
+			a->continuous = false;
 		}
 		k = windows_for(a, a->duty, a->budget * own_ns);
 		if (run_windows(a, epoch * NSEC, a->duty, k, &nwin, &armed))
@@ -681,12 +809,15 @@ void arming_stop(struct arming *a)
 		a->started = false;
 	}
 	detach_probes(&a->links);
+	detach_probes(&a->kept);
 }
 
 void arming_free(struct arming *a)
 {
 	free(a->hits0);
 	a->hits0 = NULL;
+	free(a->kept_hits0);
+	a->kept_hits0 = NULL;
 	free(a->log);
 	a->log = NULL;
 	if (a->notify_fd >= 0)

@@ -131,10 +131,21 @@ static int attach_one(struct attachment *a, struct bpf_program *prog, const stru
 
 typedef bool (*probe_filter)(const struct probe_spec *p);
 
-static bool is_armed(const struct probe_spec *p)
+static bool is_armed_any(const struct probe_spec *p)
 {
 	return p->kind == PROBE_POLL || p->kind == PROBE_DEALLOC || p->kind == PROBE_PARK ||
 	       p->kind == PROBE_IDLE;
+}
+
+/* The probes a window puts in: the armed ones not kept in place between windows. */
+static bool is_armed(const struct probe_spec *p)
+{
+	return is_armed_any(p) && !p->kept;
+}
+
+static bool is_kept(const struct probe_spec *p)
+{
+	return is_armed_any(p) && p->kept;
 }
 
 /* Hot probes: the ones hit in recent windows (target_rank_probes() marks them from the
@@ -250,6 +261,8 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 
 	if (g == ATTACH_PERSISTENT) {
 		err = attach_filtered(a, skel->progs.worker_run, t, is_worker_run, false);
+	} else if (g == ATTACH_KEPT) {
+		err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
 	} else {
 		/* No return probe: see finish_frame() in bpf/sampler.bpf.c. Cold probes first and
 		 * hot ones last (detach_probes removes them in reverse order): installing takes

@@ -33,8 +33,9 @@ bool attach_multi_supported(void);
 void attach_prepare(struct sampler_bpf *skel, bool multi);
 enum attach_group {
 	ATTACH_PERSISTENT, /* worker::run: rare, always attached */
-	ATTACH_ARMED,	   /* per-poll probes: raw::poll entry/return, dealloc, park points */
+	ATTACH_ARMED,	   /* per-poll probes: raw::poll, dealloc, park points, worker park */
 	ATTACH_ARMED_LEAN, /* the same without the park points: a lean window (arming.c) */
+	ATTACH_KEPT,	   /* armed probes marked kept: in place between windows (arming.c) */
 };
 
 /* Attaches one group of the target's probes into a (which must be empty); on failure detaches

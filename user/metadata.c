@@ -139,7 +139,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    "    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %s, "
 	    "\"measured\": %s, \"program_run\": %.0f, \"in_target\": %s, \"lean_windows\": %" PRIu64
 	    ", \"per_hit\": %.0f},\n"
-	    "    \"windows\": %" PRIu64 ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
+	    "    \"windows\": %" PRIu64 ", \"kept_probes\": %zu, \"kept_rebuilds\": %" PRIu64
+	    ", \"kept_hits\": %" PRIu64 ", \"kept_evictions\": %" PRIu64
+	    ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
 	    "\"tool_cpu_ms_per_window\": %.2f, \"arming_realtime\": %s,\n"
 	    "    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
 	    "\"tool_cpu_s_while_sampling\": %.4f, \"est_overhead_pct\": %.3f,\n"
@@ -150,7 +152,8 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    a->cost.xol_measured ? num_or_null(xol, sizeof(xol), a->cost.xol_ns) : "null",
 	    a->cost.measured ? "true" : "false", a->bpf_run_ns,
 	    a->target_hit_ns > 0 ? num_or_null(tgt, sizeof(tgt), a->target_hit_ns) : "null",
-	    a->lean_windows, arming_hit_cost_ns_locked(a), a->windows,
+	    a->lean_windows, arming_hit_cost_ns_locked(a), a->windows, a->kept_probes,
+	    a->kept_rebuilds, a->kept_hits, a->kept_evictions,
 	    run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
 	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)a->target_cpu_ns / 1e9,
 	    (double)a->probe_cpu_ns / 1e9, (double)a->tool_cpu_ns / 1e9,

@@ -598,6 +598,7 @@ int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
 	}
 	if (total <= 0)
 		return 0; /* nothing known yet: hot by kind, as listed */
+	t->ranked = true;
 	/* Stable enough: ties keep no particular order, and none is needed. */
 	qsort_r(t->order, t->nprobes, sizeof(*t->order), by_hits_desc, t);
 	for (size_t j = 0; j < t->nprobes; j++) {

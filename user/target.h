@@ -28,6 +28,9 @@ struct probe_spec {
 	bool xol;	 /* the probed instruction is single-stepped, not emulated */
 	bool hot;	 /* hit on (nearly) every poll: attached last, removed first */
 	double hits;	 /* recent hits per window (arming.c), to order the probes */
+	/* In the kept link (arming.c): not hit in recent windows, so left in place between
+	 * windows instead of being put in and taken out for each. */
+	bool kept;
 	/* At the entry of a function the probe point calls (vaddr, offset are the callee's):
 	 * the stack is taken from its caller. */
 	bool at_callee;
@@ -42,6 +45,7 @@ struct target {
 	struct probe_spec *probes;
 	size_t nprobes;
 	size_t *order; /* probes by recent hits, most first (NULL: as listed) */
+	bool ranked;   /* some window's hits were counted: hot and cold are measured, not guessed */
 	size_t count[PROBE_IDLE + 1];
 	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
 	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */

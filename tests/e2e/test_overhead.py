@@ -190,5 +190,44 @@ def cap_binds_only_at_the_burst_in_windows():
     return f"{len(capped)} of {checked} worker-epochs capped, each at its burst"
 
 
+@test
+def cold_probes_kept_until_hit():
+    """Probes not hit in recent windows stay in place between windows (the kept link), so a
+    window puts in and takes out only the hot ones. A kept probe that starts being hit costs
+    its hits outside windows too: past a small share of the budget it must leave the kept link
+    within a check, and its polls must then be sampled in windows like any other. The demo's
+    late tasks are of their own future type: their raw::poll is never hit until they start,
+    6 s in, at ~100k polls/s."""
+    d = Demo("--late-cpu-tasks", "32", "--late-after", "6", workers=2, mode="hot")
+    try:
+        out = tempfile.mkdtemp(prefix="d9kept-")
+        p = subprocess.run([TOOL, "--pid", str(d.pid), "--output", out, "--quiet",
+                            "--duration", "12", "--format", "jsonl"], stderr=subprocess.PIPE,
+                           text=True, timeout=90)
+        assert p.returncode == 0, f"tool exit {p.returncode}: {p.stderr}"
+        late_rate = d.polls_per_sec(sorted(d.seconds())[-4:])
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    ovh = meta["overhead"]
+    assert ovh["kept_rebuilds"] >= 2 and ovh["kept_evictions"] >= 1, \
+        f"kept link built {ovh['kept_rebuilds']} times, {ovh['kept_evictions']} evictions"
+    assert ovh["kept_probes"] > 0, ovh
+    # What kept probes may take (2% of the budget), plus the late probe's hits for 0.2 s: the
+    # checks come every 50 ms between windows. Never evicted, it would take ~6 s of them.
+    allowance = 0.02 * ovh["budget_pct"] / 100 * ovh["target_cpu_s"] * 1e9 \
+        / ovh["probe_hit_cost_ns"]["per_hit"]
+    bound = allowance + 0.2 * late_rate
+    assert ovh["kept_hits"] <= bound, \
+        f"{ovh['kept_hits']} hits on kept probes, bound {bound:.0f} ({late_rate:.0f} polls/s)"
+    late = [s for s in read_samples(out)
+            if any("late_cpu_task" in (f.get("name") or "") for f in s["stack"])]
+    assert len(late) >= 10, f"only {len(late)} samples of the late tasks"
+    return (f"{ovh['kept_probes']} probes kept, {ovh['kept_evictions']} evicted, "
+            f"{ovh['kept_rebuilds']} kept links; {ovh['kept_hits']} hits on kept probes "
+            f"(bound {bound:.0f}); {len(late)} samples of the late tasks; "
+            f"est. overhead {ovh['est_overhead_pct']:.2f}%")
+
+
 if __name__ == "__main__":
     raise SystemExit(run_all())

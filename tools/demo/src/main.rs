@@ -280,6 +280,18 @@ async fn cpu_kind_task(id: u64, iters: u32) {
     }
 }
 
+/// cpu_kind_task's work in a future of its own type, so that its polls go through their own
+/// raw::poll instance: one that is never hit until these tasks start.
+async fn late_cpu_task(id: u64, iters: u32) {
+    let mut x = id.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    loop {
+        x = cpu_kind_work(x, iters);
+        add_work(1);
+        sink(x);
+        tokio::task::yield_now().await;
+    }
+}
+
 async fn timer_kind_task(id: u64) {
     let mut x = id.wrapping_add(17);
     let period = Duration::from_millis(2 + id % 4); // 2..5 ms
@@ -355,12 +367,15 @@ struct Opts {
     channel: Option<u64>,
     blocking: Option<u64>,
     cpu_iters: Option<u64>,
+    late_cpu: u64,
+    late_after: u64,
     mode: Mode,
 }
 
 const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until killed)] \
 [--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--mode mix|hot] \
-[--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)]";
+[--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)] \
+[--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)]";
 
 fn die(msg: &str) -> ! {
     eprintln!("dial9-demo: {}\n{}", msg, USAGE);
@@ -376,6 +391,8 @@ fn parse_args() -> Opts {
         channel: None,
         blocking: None,
         cpu_iters: None,
+        late_cpu: 0,
+        late_after: 5,
         mode: Mode::Mix,
     };
     let mut args = std::env::args().skip(1);
@@ -406,6 +423,8 @@ fn parse_args() -> Opts {
             "--channel-tasks" => o.channel = Some(num()),
             "--blocking-tasks" => o.blocking = Some(num()),
             "--cpu-iters" => o.cpu_iters = Some(num()),
+            "--late-cpu-tasks" => o.late_cpu = num(),
+            "--late-after" => o.late_after = num(),
             "--mode" => {
                 o.mode = match val.as_str() {
                     "mix" => Mode::Mix,
@@ -490,6 +509,15 @@ fn main() {
         }
         for i in 0..blocking {
             spawn_counted(KIND_BLOCKING, blocking_kind_task(i));
+        }
+        let (late, late_after) = (o.late_cpu, o.late_after);
+        if late > 0 {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(late_after)).await;
+                for i in 0..late {
+                    spawn_counted(KIND_CPU, late_cpu_task(i, cpu_iters));
+                }
+            });
         }
         if duration > 0 {
             tokio::time::sleep(Duration::from_secs(duration)).await;
