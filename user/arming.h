@@ -11,7 +11,7 @@
  *
  * The budget is a ceiling, not a target: duty is also capped at what the samples need
  * (windows seeing 16 eligible transitions per worker for each sample up to 10 Hz, and
- * max(160, 2 x hz) above, from the last epoch's in-window count, floor 0.2%), so a busy
+ * max(160, 2 x hz) above, from the last epoch's in-window count, floor 0.05%), so a busy
  * worker, whose budget duty would see thousands of transitions for 10 samples, pays a
  * fraction of the budget.
  *
