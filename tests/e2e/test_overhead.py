@@ -96,11 +96,14 @@ def captures_kept_out_of_hit_cost():
     assert written >= 300, f"only {written} samples at 99 Hz"
     # The cost in use: measured in the windows, or (too few polls away from captures in a
     # short run) the calibration's.
-    # The program's own time per hit, captures left out, does not depend on the rate: with
-    # them it read 2264 ns at 99 Hz against ~450 ns at 10 Hz. Unlike the trap's cost, which
-    # drifts by 20-30% between minutes on this VM, it is a steady figure to compare.
+    # The program's own time per hit, captures left out, depends little on the rate: with
+    # them it read 2264 ns at 99 Hz against ~450 ns at 10 Hz (x5). Unlike the trap's cost,
+    # which drifts by 20-30% between minutes on a VM, it is a steady figure to compare. Since
+    # the 0.05% duty floor, 10 Hz windows on the hot demo are ~1 ms, and the settle's and
+    # removal's hits, which take the program's short path, are likely a larger share than
+    # at 99 Hz: 205-330 ns at 10 Hz against ~320 at 99 Hz.
     run10 = r["meta"]["overhead"]["probe_hit_cost_ns"]["program_run"]
-    assert cost["program_run"] <= 1.5 * run10, \
+    assert cost["program_run"] <= 2.5 * run10, \
         f"program per hit {cost['program_run']:.0f} ns at 99 Hz, {run10:.0f} ns at 10 Hz"
     # And the hit's price in use stays near what probing every poll cost (a loose bound: the
     # two are measured in different runs).
