@@ -102,9 +102,10 @@ static uint64_t process_cpu_ns(void)
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000;
 }
 
-/* Sleeps until the monotonic time t or until asked to stop; returns false if stopping. */
 static void kept_check(struct arming *a);
 
+/* Sleeps until the monotonic time t or until asked to stop; returns false if stopping. Between
+ * windows it also checks the kept probes' hits (kept_check). */
 static bool sleep_until(struct arming *a, uint64_t t)
 {
 	for (;;) {
@@ -201,6 +202,12 @@ static void note_cycle_cost(struct arming *a, uint64_t cpu, uint64_t wall)
 	    a->window_wall_ns ? 0.8 * a->window_wall_ns + 0.2 * (double)wall : (double)wall;
 }
 
+/* Hits on probe i so far (the program counts them by cookie index). */
+static uint64_t probe_hits_now(struct arming *a, size_t i)
+{
+	return __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED);
+}
+
 /* One window's hits per probe, from the program's counters (cookie index), ranked (target.c):
  * the hot link is attached last and removed first, most hit offset first (attach.c). */
 static void update_probe_order(struct arming *a)
@@ -213,7 +220,7 @@ static void update_probe_order(struct arming *a)
 	if (!(delta = calloc(n ? n : 1, sizeof(*delta))))
 		return;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t h = __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED);
+		uint64_t h = probe_hits_now(a, i);
 
 		delta[i] = h - a->hits0[i];
 		a->hits0[i] = h;
@@ -276,7 +283,7 @@ static void kept_rebuild(struct arming *a)
 	}
 	set_window_kept(a, 0, 0, a->duty, 0, false, n > 0);
 	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES && a->kept_hits0; i++)
-		a->kept_hits0[i] = __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED);
+		a->kept_hits0[i] = probe_hits_now(a, i);
 	a->kept_check_ns = mono_ns();
 	pthread_mutex_lock(&a->lock);
 	a->kept_probes = n;
@@ -321,42 +328,36 @@ static void kept_update(struct arming *a)
  * than the share of the budget they may take. */
 static void kept_check(struct arming *a)
 {
-	uint64_t now = mono_ns(), total = 0;
-	double dt;
-	bool change = false;
+	uint64_t now = mono_ns(), total = 0, hits[D9_MAX_PROBES];
+	size_t n = a->t->nprobes < D9_MAX_PROBES ? a->t->nprobes : D9_MAX_PROBES;
+	bool evict;
 
 	if (!a->kept.n || a->window_open || a->continuous || !a->kept_hits0 ||
 	    now < a->kept_check_ns + KEPT_CHECK_NS)
 		return;
-	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++)
+	for (size_t i = 0; i < n; i++) {
+		hits[i] = probe_hits_now(a, i);
 		if (a->t->probes[i].kept)
-			total += __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED) -
-				 a->kept_hits0[i];
-	dt = (double)(now - a->kept_check_ns) / 1e9;
+			total += hits[i] - a->kept_hits0[i];
+	}
 	pthread_mutex_lock(&a->lock);
 	a->kept_hits += total;
 	pthread_mutex_unlock(&a->lock);
-	if ((double)total <= a->kept_max_rate * dt) {
-		for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++)
-			a->kept_hits0[i] =
-			    __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED);
-		a->kept_check_ns = now;
-		return;
-	}
-	for (size_t i = 0; i < a->t->nprobes && i < D9_MAX_PROBES; i++) {
+	evict = (double)total > a->kept_max_rate * ((double)(now - a->kept_check_ns) / 1e9);
+	for (size_t i = 0; i < n; i++) {
 		struct probe_spec *p = &a->t->probes[i];
-		uint64_t h = __atomic_load_n(&a->skel->bss->probe_hits[i], __ATOMIC_RELAXED) -
-			     a->kept_hits0[i];
+		uint64_t h = hits[i] - a->kept_hits0[i];
 
-		if (p->kept && h) {
+		if (evict && p->kept && h) {
 			p->kept = false;
 			a->kept_evictions++;
 			/* Hot again: it rejoins only once its hits in windows have died down. */
 			p->hits = p->hits > (double)h ? p->hits : (double)h;
-			change = true;
 		}
+		a->kept_hits0[i] = hits[i];
 	}
-	if (change)
+	a->kept_check_ns = now;
+	if (evict)
 		kept_rebuild(a);
 }
 
@@ -683,7 +684,6 @@ static void *arming_thread(void *arg)
 	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0, tool0 = process_cpu_ns();
 	uint32_t nwin_prev = 0;
 	uint64_t nepochs = 0;
-	bool continuous = false;
 	struct sched_param sp = {.sched_priority = 1};
 
 	/* The probes stay in place, and every hit is paid, from the planned end of a window
@@ -742,11 +742,10 @@ static void *arming_thread(void *arg)
 			a->duty = 1.0;
 
 		if (a->duty >= 1.0) {
-			if (!continuous) {
+			if (!a->continuous) {
 				if (arm(a))
 					break;
 				set_window(a, mono_ns(), UINT64_MAX, 1.0, mono_ns(), false);
-				continuous = true;
 				a->continuous = true;
 				nwin = 1;
 			}
@@ -761,9 +760,8 @@ static void *arming_thread(void *arg)
 			nwin_prev = 0;
 			continue;
 		}
-		if (continuous) {
+		if (a->continuous) {
 			disarm(a);
-			continuous = false;
 			a->continuous = false;
 		}
 		k = windows_for(a, a->duty, a->budget * own_ns);
