@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "json.h"
+#include "stack_agg.h"
 #include "writer.h"
 
 /* stdio's default 4 KiB buffer would mean a write(2) for about every line. */
@@ -23,6 +24,15 @@ struct jsonl_writer {
 		uint8_t len; /* 0 = empty */
 		char text[31];
 	} probs[16];
+	/* Frame names and modules escaped once, by pointer: task_frame promises they stay put
+	 * while the writers are open, and escaping long Rust names was the line's largest cost. */
+	struct u64_index str_of;
+	struct {
+		char *text; /* quoted and escaped */
+		size_t len;
+	} * strs;
+	size_t nstrs, strs_cap;
+	struct json_buf scratch;
 	char path[4096];
 };
 
@@ -49,6 +59,50 @@ static void put_prob(struct jsonl_writer *jw, double p)
 		jw->probs[i].len = (uint8_t)n;
 	}
 	json_buf_raw(&jw->line, jw->probs[i].text, jw->probs[i].len);
+}
+
+/* s as a JSON string, escaped on first sight of its pointer and copied from then on. Out of
+ * memory for the cache, it is escaped in place: the line is the same either way. */
+static void put_frame_str(struct jsonl_writer *jw, const char *s)
+{
+	struct json_buf *b = &jw->line;
+	uint32_t id;
+	bool added;
+
+	if (!s) {
+		json_buf_lit(b, "null");
+		return;
+	}
+	/* Room for a new entry first, so that an id the index hands out always has one. */
+	if (jw->nstrs == jw->strs_cap) {
+		size_t ncap = jw->strs_cap ? 2 * jw->strs_cap : 256;
+		void *n = realloc(jw->strs, ncap * sizeof(*jw->strs));
+
+		if (!n) {
+			json_buf_str(b, s);
+			return;
+		}
+		jw->strs = n;
+		jw->strs_cap = ncap;
+	}
+	if (u64_index_id(&jw->str_of, (uintptr_t)s, &id, &added)) {
+		json_buf_str(b, s);
+		return;
+	}
+	if (added) {
+		jw->scratch.len = 0;
+		json_buf_str(&jw->scratch, s);
+		jw->strs[id].text = jw->scratch.oom ? NULL : malloc(jw->scratch.len);
+		jw->strs[id].len = jw->scratch.len;
+		if (jw->strs[id].text)
+			memcpy(jw->strs[id].text, jw->scratch.data, jw->scratch.len);
+		jw->scratch.oom = false;
+		jw->nstrs++;
+	}
+	if (jw->strs[id].text)
+		json_buf_raw(b, jw->strs[id].text, jw->strs[id].len);
+	else
+		json_buf_str(b, s);
 }
 
 /* A name printed unescaped between quotes, as printf's %s would (NULL as "(null)"). */
@@ -128,9 +182,9 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 		json_buf_lit(b, "{\"addr\":\"0x");
 		json_buf_hex(b, s->frames[i].addr);
 		json_buf_lit(b, "\",\"name\":");
-		json_buf_str(b, s->frames[i].name);
+		put_frame_str(jw, s->frames[i].name);
 		json_buf_lit(b, ",\"module\":");
-		json_buf_str(b, s->frames[i].module);
+		put_frame_str(jw, s->frames[i].module);
 		if (s->frames[i].inlined)
 			json_buf_lit(b, ",\"inlined\":true");
 		json_buf_lit(b, "}");
@@ -150,6 +204,11 @@ static void jsonl_free(struct writer *w)
 	struct jsonl_writer *jw = w->priv;
 
 	json_buf_free(&jw->line);
+	json_buf_free(&jw->scratch);
+	for (size_t i = 0; i < jw->nstrs; i++)
+		free(jw->strs[i].text);
+	free(jw->strs);
+	u64_index_free(&jw->str_of);
 	free(jw->fbuf);
 	free(jw);
 	w->priv = NULL;

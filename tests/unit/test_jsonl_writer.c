@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* samples.jsonl from synthetic task samples: exact lines, escapes, and the per-pointer cache
+ * of escaped frame names giving the same text as escaping each time. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "writer.h"
+
+static char *read_all(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = 0;
+	fclose(f);
+	return buf;
+}
+
+static char *run_jsonl(const struct task_sample *s, size_t n)
+{
+	char dir[] = "/tmp/d9-jsonl-XXXXXX", path[256];
+	struct run_context rc = {.started_ns = 1, .stopped_ns = 2};
+	struct writer w = {};
+	char *text;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(jsonl_writer_open(dir, &w), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(w.sample(&w, &s[i]), 0);
+	assert_int_equal(w.finish(&w, &rc), 0);
+	snprintf(path, sizeof(path), "%s/samples.jsonl", dir);
+	text = read_all(path);
+	unlink(path);
+	assert_int_equal(rmdir(dir), 0);
+	return text;
+}
+
+static const struct task_sample base = {
+    .timestamp_ns = 1000,
+    .pid = 7,
+    .tid = 8,
+    .ns_pid = 1,
+    .ns_tid = 2,
+    .worker = 0,
+    .worker_key = 0xabc,
+    .task_id_ok = true,
+    .task_id = 42,
+    .prob = 0.25,
+    .epoch = 5,
+    .idle_start_ns = 100,
+    .idle_end_ns = 300,
+    .poll_end_ns = 350,
+    .idle_known = true,
+    .outcome = "pending",
+    .park_point = "sleep",
+    .weight_count = 4,
+    .weight_idle_ns = 800,
+};
+
+static void test_line(void **state)
+{
+	struct task_frame fr[] = {
+	    {0x10, "a::b", "/app", 0x10, true},
+	    {0x7f01, NULL, NULL, 0, false},
+	};
+	struct task_sample s = base;
+	char *text;
+
+	(void)state;
+	s.nframes = 2;
+	s.frames = fr;
+	text = run_jsonl(&s, 1);
+	assert_string_equal(
+	    text,
+	    "{\"timestamp_ns\":1000,\"pid\":7,\"tid\":8,\"ns_pid\":1,\"ns_tid\":2,\"worker\":0,"
+	    "\"worker_key\":\"0xabc\",\"task_id\":42,\"task_id_ok\":true,"
+	    "\"inclusion_probability\":0.25,\"epoch\":5,\"idle_start_ns\":100,"
+	    "\"idle_end_ns\":300,\"idle_ns\":200,\"idle_known\":true,\"poll_duration_ns\":50,"
+	    "\"capped\":false,\"outcome\":\"pending\",\"park_point\":\"sleep\","
+	    "\"weight_count\":4,\"weight_idle_ns\":800,\"stack\":["
+	    "{\"addr\":\"0x10\",\"name\":\"a::b\",\"module\":\"/app\",\"inlined\":true},"
+	    "{\"addr\":\"0x7f01\",\"name\":null,\"module\":null}]}\n");
+	free(text);
+}
+
+/* Names that need escapes, seen again by the same pointer and by another pointer with the
+ * same text, and a buffer reused with new text at a new pointer: every frame must read as
+ * its own escaped text. */
+static void test_escapes_cached_by_pointer(void **state)
+{
+	static const char odd[] = "<T as \"q\">::f\\g\n\t\x01";
+	static const char odd_esc[] = "\"<T as \\\"q\\\">::f\\\\g\\n\\t\\u0001\"";
+	char *copy = strdup(odd), *other = strdup("plain::name");
+	struct task_frame f1[] = {{1, odd, "/a b", 1, false}, {2, copy, "/a b", 2, false}};
+	struct task_frame f2[] = {{3, other, "/a b", 3, false}, {4, odd, "/a b", 4, false}};
+	struct task_sample s[3] = {base, base, base};
+	char expect[1024], *text, *line;
+
+	(void)state;
+	s[0].nframes = s[1].nframes = 2;
+	s[0].frames = f1;
+	s[1].frames = f2;
+	s[2].nframes = 2;
+	s[2].frames = f1;
+	text = run_jsonl(s, 3);
+	line = text;
+	for (int i = 0; i < 3; i++) {
+		char *nl = strchr(line, '\n'), *st;
+
+		assert_non_null(nl);
+		*nl = 0;
+		st = strstr(line, "\"stack\":[");
+		assert_non_null(st);
+		if (i == 1)
+			snprintf(expect, sizeof(expect),
+				 "\"stack\":[{\"addr\":\"0x3\",\"name\":\"plain::name\","
+				 "\"module\":\"/a b\"},{\"addr\":\"0x4\",\"name\":%s,"
+				 "\"module\":\"/a b\"}]}",
+				 odd_esc);
+		else
+			snprintf(expect, sizeof(expect),
+				 "\"stack\":[{\"addr\":\"0x1\",\"name\":%s,\"module\":\"/a b\"},"
+				 "{\"addr\":\"0x2\",\"name\":%s,\"module\":\"/a b\"}]}",
+				 odd_esc, odd_esc);
+		assert_string_equal(st, expect);
+		line = nl + 1;
+	}
+	assert_string_equal(line, "");
+	free(text);
+	free(copy);
+	free(other);
+}
+
+/* Many distinct names: the cache grows past its first sizes and keeps each text apart. */
+static void test_many_names(void **state)
+{
+	enum { N = 3000 };
+	static char names[N][24];
+	struct task_frame fr[N];
+	struct task_sample s = base;
+	char *text, *p, want[64];
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%d\"x", i);
+		fr[i] = (struct task_frame){(uint64_t)i + 1, names[i], "/m", 0, false};
+	}
+	s.nframes = N;
+	s.frames = fr;
+	text = run_jsonl((struct task_sample[]){s, s}, 2);
+	p = text;
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			snprintf(want, sizeof(want), "\"name\":\"f%d\\\"x\",", i);
+			p = strstr(p, want);
+			assert_non_null(p);
+		}
+	}
+	free(text);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_line),
+	    cmocka_unit_test(test_escapes_cached_by_pointer),
+	    cmocka_unit_test(test_many_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
