@@ -43,6 +43,10 @@ const volatile __u64 bucket_ns = 2 * D9_NSEC_PER_SEC;	       /* burst x interval
 const volatile __u64 seed = 0x9e3779b97f4a7c15ULL;
 /* Hits per probe (cookie index), read by the loader through the skeleton's mmap of .bss. */
 __u64 probe_hits[D9_MAX_PROBES];
+/* Set by the loader between windows while only kept probes are in place (arming.c,
+ * sleep_until): the next hit on one of them clears it and wakes the arming thread through
+ * kept_alarm, which otherwise sleeps until the next window instead of polling the counts. */
+__u64 kept_alarm_armed;
 /* Header/vtable layout observed in Tokio 1.24 (include/ and the reference notes); the loader
  * validates it against the binary before setting read_task_id. */
 const volatile __u32 read_task_id = 1;
@@ -145,6 +149,11 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} kept_alarm SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -913,6 +922,14 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 		__sync_fetch_and_add(&probe_hits[idx], 1);
 	if (cookie & D9_COOKIE_XOL)
 		count(D9_CNT_HITS_XOL);
+	/* Worker-park probes are never kept, and are not what the alarm watches. Two CPUs may
+	 * both see it set: a second record is harmless. */
+	if (kept_alarm_armed && D9_COOKIE_KIND(cookie) != D9_PK_IDLE) {
+		__u64 one = 1;
+
+		kept_alarm_armed = 0;
+		bpf_ringbuf_output(&kept_alarm, &one, sizeof(one), BPF_RB_FORCE_WAKEUP);
+	}
 	switch (D9_COOKIE_KIND(cookie)) {
 	case D9_PK_POLL:
 		return on_poll_entry(ctx, arg0);

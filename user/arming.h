@@ -93,10 +93,13 @@ struct arming {
 	/* The kept link: armed probes not hit in recent windows, left in place between windows
 	 * (arming.c, kept_update). */
 	struct attachment kept;
-	uint64_t *kept_hits0;	/* probe_hits of the kept probes at the last check */
-	uint64_t kept_check_ns; /* when they were last checked */
-	double kept_max_rate;	/* hits per second the kept probes may take in all */
-	bool continuous;	/* always armed this epoch: the gate stays open */
+	uint64_t *kept_hits0;		/* probe_hits of the kept probes at the last check */
+	uint64_t kept_check_ns;		/* when they were last checked */
+	double kept_max_rate;		/* hits per second the kept probes may take in all */
+	struct ring_buffer *kept_alarm; /* wakes the thread when a kept probe is hit */
+	bool kept_alarmed;		/* it did, and they were not checked since */
+	int wake_fd;			/* eventfd: arming_stop wakes the thread */
+	bool continuous;		/* always armed this epoch: the gate stays open */
 	uint64_t generation;
 	double duty;
 	uint64_t rng;

@@ -308,7 +308,7 @@ int main(int argc, char **argv)
 {
 	struct attachment links = {};
 	struct bpf_link *exec_link = NULL;
-	struct arming arm = {.notify_fd = -1, .stats_fd = -1};
+	struct arming arm = {.notify_fd = -1, .stats_fd = -1, .wake_fd = -1};
 	struct run_summary run = {};
 	struct sampler_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
