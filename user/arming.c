@@ -71,7 +71,8 @@
 #define LEAN_MIN_POLLS 500.0
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
  * KEPT_MAX_HITS (none in the last ~5 windows), and the kept probes' hits between windows may
- * cost KEPT_BUDGET_SHARE of the budget, checked every KEPT_CHECK_NS; above that, the probes
+ * cost KEPT_BUDGET_SHARE of the budget, checked KEPT_CHECK_NS after the first hit and then at
+ * most every KEPT_CHECK_NS while they keep being hit (sleep_until); above that, the probes
  * that were hit leave. */
 #define KEPT_MAX_HITS 0.05
 #define KEPT_BUDGET_SHARE 0.02
