@@ -850,8 +850,9 @@ int arming_start(struct arming *a)
 	a->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (a->wake_fd < 0) {
-		fprintf(stderr, "dial9-bpf: failed to create an eventfd: %s\n", strerror(errno));
-		return -errno;
+		err = -errno;
+		fprintf(stderr, "dial9-bpf: failed to create an eventfd: %s\n", strerror(-err));
+		return err;
 	}
 	/* Without it, the kept probes are looked at every KEPT_CHECK_NS instead. */
 	a->kept_alarm =
