@@ -26,7 +26,7 @@ struct probe_spec {
 	uint64_t offset; /* uprobe file offset */
 	char *name;	 /* demangled */
 	bool xol;	 /* the probed instruction is single-stepped, not emulated */
-	bool hot;	 /* hit on (nearly) every poll: attached last, removed first */
+	bool hot;	 /* among the most hit: attached last, removed first */
 	double hits;	 /* recent hits per window (arming.c), to order the probes */
 	/* In the kept link (arming.c): not hit in recent windows, so left in place between
 	 * windows instead of being put in and taken out for each. */
@@ -61,10 +61,11 @@ void target_close(struct target *t);
 /*
  * Folds one armed window's hits per probe (window_hits[i] for probe i, n of them) into the
  * probes' recent hits (halved each window), orders them most hit first (t->order) and marks
- * hot the ones hit recently (recent hits >= 0.5). A few offsets take nearly every hit (on the
- * demo: yield_now, one raw::poll instance, a semaphore's Acquire): the hot link is attached
- * last and removed first, most hit offset first, so hits are in place, and paid for, for the
- * shortest time around each window, and none waits on the removal of never-hit probes.
+ * hot the ones hit recently about as often as the most hit one (at least a quarter of its
+ * recent hits). A few offsets take nearly every hit (on the hot demo: yield_now and one
+ * raw::poll instance): the hot link is attached last and removed first, most hit offset
+ * first, so hits are in place, and paid for, for the shortest time around each window, and
+ * few of them wait on the installing or removal of the others.
  */
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n);
 

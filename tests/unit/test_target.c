@@ -122,14 +122,15 @@ static void test_yield_pending_callee(void **state)
 	assert_false(target_is_yield_pending_callee(""));
 }
 
-/* Probes ranked by hits: most hit first, the 99% of hits hot, a quiet probe dropping out. */
+/* Probes ranked by hits: most hit first, the ones hit about as often as the top one hot, a
+ * quiet probe dropping out. */
 static void test_rank_probes(void **state)
 {
 	struct probe_spec probes[5] = {
 	    {.kind = PROBE_POLL, .hot = true},	/* hot by kind until counted */
 	    {.kind = PROBE_DEALLOC},		/* never hit */
 	    {.kind = PROBE_PARK, .hot = false}, /* the hottest */
-	    {.kind = PROBE_PARK},		/* a few hits */
+	    {.kind = PROBE_PARK},		/* an eighth of the top one's hits */
 	    {.kind = PROBE_IDLE},		/* rare: under 1% of the hits */
 	};
 	struct target t = {.probes = probes, .nprobes = 5};
@@ -148,18 +149,33 @@ static void test_rank_probes(void **state)
 	assert_int_equal(t.order[1], 0);
 	assert_int_equal(t.order[2], 3);
 	assert_int_equal(t.order[3], 4);
-	assert_true(probes[2].hot && probes[0].hot && probes[3].hot);
-	assert_true(probes[4].hot); /* 10 of 19510 hits: a stall if left for later */
+	assert_true(probes[2].hot && probes[0].hot);
+	assert_false(probes[3].hot); /* in the cold link, put in before the hot ones */
+	assert_false(probes[4].hot);
 	assert_false(probes[1].hot);
 
-	/* The poll probe goes quiet: its recent hits halve each window until under 0.5. */
-	for (int i = 0; i < 14; i++)
+	/* The poll probe goes quiet: its recent hits halve each window, and it leaves the hot
+	 * link once under a quarter of the top one's. */
+	assert_int_equal(target_rank_probes(&t, w2, 5), 0);
+	assert_false(probes[0].hot); /* 1500 of 9000 */
+	for (int i = 0; i < 13; i++)
 		assert_int_equal(target_rank_probes(&t, w2, 5), 0);
 	assert_int_equal(t.order[0], 2);
 	assert_int_equal(t.order[1], 3);
 	assert_false(probes[0].hot);
 	assert_false(probes[4].hot);
-	assert_true(probes[2].hot && probes[3].hot);
+	assert_true(probes[2].hot);
+	assert_false(probes[3].hot);
+
+	/* A lone probe hit at all is hot; a quiet one is not, however few the others. */
+	{
+		uint64_t w3[5] = {0, 0, 0, 0, 1};
+
+		for (int i = 0; i < 20; i++)
+			assert_int_equal(target_rank_probes(&t, w3, 5), 0);
+		assert_true(probes[4].hot);
+		assert_false(probes[2].hot);
+	}
 	free(t.order);
 }
 
