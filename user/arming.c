@@ -860,6 +860,10 @@ int arming_start(struct arming *a)
 	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
 	a->rng |= 1;
 	a->duty = a->budget >= 1.0 ? 1.0 : INITIAL_DUTY;
+	/* Without it (per-offset links, or the kernel refused), windows make their uprobes. */
+	a->hold.multi = a->links.multi;
+	if (a->budget < 1.0)
+		attach_probes(a->skel, a->t, ATTACH_HOLD, &a->hold);
 	/* A first attach and detach in the caller's thread: a target that cannot be probed
 	 * fails here, with its message, before any output is written. */
 	err = arm(a);
@@ -883,6 +887,7 @@ void arming_stop(struct arming *a)
 	}
 	detach_probes(&a->links);
 	detach_probes(&a->kept);
+	detach_probes(&a->hold);
 }
 
 void arming_free(struct arming *a)

@@ -90,6 +90,10 @@ struct arming {
 	bool realtime; /* the arming thread runs SCHED_FIFO: it wakes on time to disarm */
 	volatile int stop;
 	struct attachment links;
+	/* Every armed probe for this process, not the target (ATTACH_HOLD), for the whole run:
+	 * the kernel then keeps its uprobes between windows instead of making and freeing them
+	 * in each (a kworker wakeup on the target's cores per probe and window). */
+	struct attachment hold;
 	/* The kept link: armed probes not hit in recent windows, left in place between windows
 	 * (arming.c, kept_update). */
 	struct attachment kept;

@@ -183,7 +183,7 @@ static bool is_worker_run(const struct probe_spec *p)
 
 /* One uprobe_multi link: every probe the filter selects, entry or return. */
 static int attach_multi(struct attachment *a, struct bpf_program *prog, const struct target *t,
-			probe_filter want, bool retprobe)
+			probe_filter want, bool retprobe, int pid, bool quiet)
 {
 	union d9_link_create_attr attr;
 	uint64_t *offs = calloc(t->nprobes, sizeof(*offs));
@@ -215,12 +215,13 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 	attr.um.cookies = (uint64_t)(uintptr_t)cookies;
 	attr.um.cnt = cnt;
 	attr.um.um_flags = retprobe ? D9_BPF_F_UPROBE_MULTI_RETURN : 0;
-	attr.um.pid = (uint32_t)t->pid;
+	attr.um.pid = (uint32_t)pid;
 	fd = (int)syscall(__NR_bpf, D9_BPF_LINK_CREATE, &attr, sizeof(attr));
 	if (fd < 0) {
 		err = -errno;
-		fprintf(stderr, "dial9-bpf: failed to attach %u %s probes to %s: %s\n", cnt,
-			retprobe ? "return" : "entry", t->exe_path, strerror(-err));
+		if (!quiet)
+			fprintf(stderr, "dial9-bpf: failed to attach %u %s probes to %s: %s\n", cnt,
+				retprobe ? "return" : "entry", t->exe_path, strerror(-err));
 		goto out;
 	}
 	a->fds[a->n++] = fd;
@@ -237,7 +238,7 @@ static int attach_filtered(struct attachment *a, struct bpf_program *prog, const
 	int err = 0;
 
 	if (a->multi)
-		return attach_multi(a, prog, t, want, retprobe);
+		return attach_multi(a, prog, t, want, retprobe, t->pid, false);
 	for (size_t i = 0; i < t->nprobes && !err; i++)
 		if (want(&t->probes[i]))
 			err = attach_one(a, prog, t, &t->probes[i], retprobe);
@@ -261,6 +262,12 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 
 	if (g == ATTACH_PERSISTENT) {
 		err = attach_filtered(a, skel->progs.worker_run, t, is_worker_run, false);
+	} else if (g == ATTACH_HOLD) {
+		/* The program runs for the target's threads only (the kernel checks the link's
+		 * process on each hit), and this process does not map the target's executable. */
+		err = a->multi ? attach_multi(a, skel->progs.probe_entry, t, is_armed_any, false,
+					      (int)getpid(), true)
+			       : -EOPNOTSUPP;
 	} else if (g == ATTACH_KEPT) {
 		err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
 	} else {

@@ -36,6 +36,9 @@ enum attach_group {
 	ATTACH_ARMED,	   /* per-poll probes: raw::poll, dealloc, park points, worker park */
 	ATTACH_ARMED_LEAN, /* the same without the park points: a lean window (arming.c) */
 	ATTACH_KEPT,	   /* armed probes marked kept: in place between windows (arming.c) */
+	/* Every armed probe, for this process rather than the target: no breakpoint is written,
+	 * but the kernel keeps its uprobes for the windows to reuse (uprobe_multi only). */
+	ATTACH_HOLD,
 };
 
 /* Attaches one group of the target's probes into a (which must be empty); on failure detaches
