@@ -92,6 +92,13 @@ try:
             r["work_samp"] = r2.get("work_s"); r["cpp_samp"] = r2.get("cpu_ns_poll")
 finally:
     demo.stop()
+for r in segs:
+    # perf's samples, counted after the run so that no segment pays for it.
+    if r["kind"] != "base" and r.get("samples") is None and os.path.exists(r["out"] + "/perf.data"):
+        st = subprocess.run(["perf", "report", "-i", r["out"] + "/perf.data", "--stats"],
+                            capture_output=True, text=True).stdout
+        n = [int(l.split()[2]) for l in st.splitlines() if l.strip().startswith("SAMPLE events:")]
+        r["samples"] = n[0] if n else None
 res = {}
 for i, r in enumerate(segs):
     if r["kind"] == "base": continue
@@ -104,5 +111,22 @@ bases = [r["work_s"] for r in segs if r["kind"]=="base"]
 import statistics
 noise = [bases[i]/((bases[i-1]+bases[i+1])/2)-1 for i in range(1,len(bases)-1)]
 print("baseline work/s", round(statistics.mean(bases)), "noise sd %.2f%%" % (100*statistics.pstdev(noise) if noise else 0))
+def mse(xs):
+    """mean +- standard error"""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "n/a"
+    se = statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0
+    return f"{statistics.mean(xs):.2f} +- {se:.2f}"
 for k, v in res.items():
-    print(f"{k:12s} mean loss {statistics.mean(x[0] for x in v):.2f}%  while sampling {statistics.mean(x[1] for x in v if x[1] is not None):.2f}%  cpu/poll x{statistics.mean(x[2] for x in v):.3f}")
+    smp = [x[5] for x in v if x[5] is not None]
+    print(f"{k:12s} mean loss {mse(x[0] for x in v)}%  while sampling {mse(x[1] for x in v)}%  "
+          f"cpu/poll x{statistics.mean(x[2] for x in v):.3f}  samples {statistics.mean(smp) if smp else 'n/a'}")
+# Round by round against the first configuration: the demo's slow drift cancels out.
+keys = list(res)
+for k in keys[1:]:
+    n = min(len(res[keys[0]]), len(res[k]))
+    d = [res[keys[0]][i][0] - res[k][i][0] for i in range(n)]
+    dw = [res[keys[0]][i][1] - res[k][i][1] for i in range(n)
+          if res[keys[0]][i][1] is not None and res[k][i][1] is not None]
+    print(f"{keys[0]} - {k}, paired by round: loss {mse(d)}%  while sampling {mse(dw)}%")
