@@ -145,14 +145,23 @@ def main():
     print(f"\nunprofiled: demo CPU {statistics.mean(r['cpu'] for r in base):.1f} ms/s, "
           f"{statistics.mean(r['work'] for r in base):,.0f} work units/s; "
           f"steady seconds per run {runs[0]['b'] - runs[0]['a']}")
-    print("mean (sd) per profiled run against the unprofiled runs either side:")
+    print("mean (sd) [median] per profiled run against the unprofiled runs either side:")
     for name, ds in agg.items():
         cols = []
         for k in ds[0]:
             v = [d[k] for d in ds]
             sd = statistics.stdev(v) if len(v) > 1 else 0.0
-            cols.append(f"{k} {statistics.mean(v):.4f} ({sd:.4f})")
+            cols.append(f"{k} {statistics.mean(v):.4f} ({sd:.4f}) [{statistics.median(v):.4f}]")
         print(f"{name:10s} n={len(ds)}  " + "  ".join(cols))
+    # Round by round against the first configuration (mean +- standard error).
+    names = list(agg)
+    for name in names[1:]:
+        cols = []
+        for k in ("stolen ms/s", "cpu/work x", "loss %"):
+            d = [x[k] - y[k] for x, y in zip(agg[names[0]], agg[name])]
+            se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else 0.0
+            cols.append(f"{k} {statistics.mean(d):+.4f} +- {se:.4f}")
+        print(f"{names[0]} - {name}, paired by round: " + "  ".join(cols))
     shutil.rmtree(wd, ignore_errors=True)
 
 
