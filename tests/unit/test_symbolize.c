@@ -214,6 +214,65 @@ static void test_late_deleted_library(void **state)
 	symbolizer_free(s);
 }
 
+/*
+ * Repeated addresses come from the cache, and the cache follows the maps: once a library is
+ * unloaded and its addresses reused, a re-read must not give its old names back.
+ */
+static void test_cache_follows_maps(void **state)
+{
+	char dir[] = "/tmp/dial9-symc-XXXXXX", path[128], cmd[384];
+	struct symbolizer *s = symbolizer_new(getpid());
+	struct sym_info si, again;
+	uint64_t page;
+	void *lib, *fn, *anon;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(symbolizer_resolve(s, 0, &si), -ENOENT); /* an empty slot is no hit */
+	assert_null(si.module);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/gone.c", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("__attribute__((noinline)) int dial9_gone_fn(int x) { return x * 3 + 1; }\n", f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cc -O1 -shared -fPIC -o %s/gone.so %s", dir, path);
+	assert_int_equal(system(cmd), 0);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/gone.so", dir);
+	lib = dlopen(path, RTLD_NOW);
+	assert_non_null(lib);
+	fn = dlsym(lib, "dial9_gone_fn");
+	assert_non_null(fn);
+
+	assert_int_equal(symbolizer_refresh(s), 0);
+	assert_int_equal(symbolizer_resolve(s, addr_of(fn) + 1, &si), 0);
+	assert_string_equal(si.name, "dial9_gone_fn");
+	assert_int_equal(symbolizer_resolve(s, addr_of(fn) + 1, &again), 0);
+	assert_ptr_equal(again.name, si.name);
+	assert_ptr_equal(again.module, si.module);
+	assert_int_equal(again.sym_offset, 1);
+	assert_int_equal(again.file_offset, si.file_offset);
+
+	/* Unloaded, and something else mapped where its code was. */
+	assert_int_equal(dlclose(lib), 0);
+	unlink(path);
+	rmdir(dir);
+	page = addr_of(fn) & ~(uint64_t)4095;
+	anon = mmap((void *)(uintptr_t)page, 4096, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (anon == MAP_FAILED) {
+		symbolizer_free(s);
+		skip(); /* still mapped (another user of the library), or taken */
+	}
+	assert_int_equal(symbolizer_refresh(s), 0);
+	assert_int_equal(symbolizer_resolve(s, addr_of(fn) + 1, &si), -ENOENT);
+	assert_null(si.name);
+	assert_null(si.module);
+	munmap(anon, 4096);
+	symbolizer_free(s);
+}
+
 static void test_modules(void **state)
 {
 	struct symbolizer *s = symbolizer_new(getpid());
@@ -256,6 +315,7 @@ int main(void)
 	    cmocka_unit_test(test_unknown),
 	    cmocka_unit_test(test_late_deleted_library),
 	    cmocka_unit_test(test_modules),
+	    cmocka_unit_test(test_cache_follows_maps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
