@@ -860,8 +860,9 @@ int arming_start(struct arming *a)
 	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
 	a->rng |= 1;
 	a->duty = a->budget >= 1.0 ? 1.0 : INITIAL_DUTY;
+	/* Every attachment of the run is of the caller's kind (a->links). */
+	a->kept.multi = a->hold.multi = a->links.multi;
 	/* Without it (per-offset links, or the kernel refused), windows make their uprobes. */
-	a->hold.multi = a->links.multi;
 	if (a->budget < 1.0)
 		attach_probes(a->skel, a->t, ATTACH_HOLD, &a->hold);
 	/* A first attach and detach in the caller's thread: a target that cannot be probed

@@ -459,7 +459,6 @@ int main(int argc, char **argv)
 		arm.per_worker_hz = o.per_worker_hz;
 		arm.seed = o.seed;
 		arm.links.multi = links.multi;
-		arm.kept.multi = links.multi;
 		err = arming_start(&arm);
 	}
 	if (err) {

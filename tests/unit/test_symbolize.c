@@ -165,34 +165,44 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Compiles one C function into dir/NAME.so (the source is removed); its path goes to so. */
+static void build_lib(const char *dir, const char *name, const char *src, char *so, size_t len)
+{
+	char path[128], cmd[384];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.c", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(src, f);
+	fclose(f);
+	snprintf(so, len, "%s/%s.so", dir, name);
+	snprintf(cmd, sizeof(cmd), "cc -O1 -shared -fPIC -o %s %s", so, path);
+	assert_int_equal(system(cmd), 0);
+	unlink(path);
+}
+
 /*
  * A library loaded after the maps were read is picked up by the rate-limited re-read, and is
  * resolved even though its file was deleted meanwhile (as after a redeploy).
  */
 static void test_late_deleted_library(void **state)
 {
-	char dir[] = "/tmp/dial9-sym-XXXXXX", path[128], cmd[384];
+	char dir[] = "/tmp/dial9-sym-XXXXXX", path[128];
 	struct symbolizer *s = symbolizer_new(getpid());
 	struct sym_info si;
 	void *lib, *fn;
-	FILE *f;
 	int err;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/late.c", dir);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs("__attribute__((noinline)) int dial9_late_fn(int x) { return x * 5 + 2; }\n", f);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "cc -O1 -shared -fPIC -o %s/late.so %s", dir, path);
-	assert_int_equal(system(cmd), 0);
-	unlink(path);
+	build_lib(dir, "late",
+		  "__attribute__((noinline)) int dial9_late_fn(int x) { return x * 5 + 2; }\n",
+		  path, sizeof(path));
 
 	/* Read the maps before the library exists. */
 	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_test_sym_target), &si), 0);
 
-	snprintf(path, sizeof(path), "%s/late.so", dir);
 	lib = dlopen(path, RTLD_NOW);
 	assert_non_null(lib);
 	fn = dlsym(lib, "dial9_late_fn");
@@ -222,26 +232,19 @@ static void test_late_deleted_library(void **state)
  */
 static void test_cache_follows_maps(void **state)
 {
-	char dir[] = "/tmp/dial9-symc-XXXXXX", path[128], cmd[384];
+	char dir[] = "/tmp/dial9-symc-XXXXXX", path[128];
 	struct symbolizer *s = symbolizer_new(getpid());
 	struct sym_info si, again;
 	uint64_t page;
 	void *lib, *fn, *anon;
-	FILE *f;
 
 	(void)state;
 	assert_int_equal(symbolizer_resolve(s, 0, &si), -ENOENT); /* an empty slot is no hit */
 	assert_null(si.module);
 	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/gone.c", dir);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs("__attribute__((noinline)) int dial9_gone_fn(int x) { return x * 3 + 1; }\n", f);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "cc -O1 -shared -fPIC -o %s/gone.so %s", dir, path);
-	assert_int_equal(system(cmd), 0);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/gone.so", dir);
+	build_lib(dir, "gone",
+		  "__attribute__((noinline)) int dial9_gone_fn(int x) { return x * 3 + 1; }\n",
+		  path, sizeof(path));
 	lib = dlopen(path, RTLD_NOW);
 	assert_non_null(lib);
 	fn = dlsym(lib, "dial9_gone_fn");
