@@ -165,3 +165,14 @@ bench-unwind: $(BUILD)/bench-unwind
 	$(BUILD)/bench-unwind $(BENCH_ARGS)
 
 .PHONY: bench-unwind
+
+# A spinning, deep-stacked target for perf's in-thread cost (frame pointers kept for perf -g).
+$(BUILD)/gapmeter: tools/gapmeter.c
+	$(CC) $(CFLAGS) -fno-omit-frame-pointer $< -lpthread -o $@
+
+# perf record's cost inside the threads it samples, interleaved with unprofiled segments:
+# bench/RESULTS.md, "perf's cost in the target". Root; BENCH_ARGS=-h lists the options.
+bench-perf-cost: $(BUILD)/gapmeter
+	/usr/bin/python3 tools/bench-perf-cost.py $(BENCH_ARGS)
+
+.PHONY: bench-perf-cost

@@ -9,7 +9,8 @@ and `-g`, each run for SECONDS against ONE demo, in rotation, at the same per-wo
 of two lengths separate the fixed start and finish cost from the cost per second. For
 dial9-bpf it also prints what it spends inside the target (probe hits x the hit's measured
 cost, plus captures: metadata.json probe_cpu_s_est), which the process CPU does not include;
-perf's sampling interrupts are priced separately (RESULTS.md: perf at 1 kHz, CPU per poll).
+perf's sampling interrupts are measured separately, in the threads they sample
+(tools/bench-perf-cost.py).
 Root.
 
     tools/bench-cpu.py --rounds 2 5 25
