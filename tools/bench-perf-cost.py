@@ -13,7 +13,13 @@ they are perf's process CPU, which tools/bench-cpu.py counts. Root.
 This is a lower bound for a Tokio worker: a spinning thread is not switched out, so it does not
 pay perf's per-thread event switching at every park and wake.
 
+--tlb N prices a TLB-shootdown IPI instead (what each breakpoint dial9-bpf writes or removes
+sends the target's other cores): segments of gapmeter alone alternate with gapmeter making N
+shootdowns a second, and the extra in-thread time is divided by the extra shootdowns counted in
+/proc/interrupts.
+
     tools/bench-perf-cost.py --seg 10 --rounds 6
+    tools/bench-perf-cost.py --tlb 2000 --seg 8 --rounds 5
 """
 import argparse
 import json
@@ -36,10 +42,11 @@ def mono():
 class Meter:
     """build/gapmeter, its per-second cumulative lines kept by whole second."""
 
-    def __init__(self, binary, threads):
-        self.proc = subprocess.Popen([binary, str(threads), "0"], stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+    def __init__(self, binary, threads, shoot=0):
+        self.proc = subprocess.Popen([binary, str(threads), "0", "1000", str(shoot)],
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
         self.at = {}
+        self.tlb = {}
 
     def read_until(self, sec):
         while sec not in self.at:
@@ -48,11 +55,48 @@ class Meter:
                 raise RuntimeError("gapmeter ended")
             rec = json.loads(line)
             self.at[rec["t"]] = rec
+            self.tlb[rec["t"]] = tlb_shootdowns()
         return self.at[sec]
 
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+
+
+def tlb_shootdowns():
+    with open("/proc/interrupts") as f:
+        for line in f:
+            if line.split(":")[0].strip() == "TLB":
+                return sum(int(x) for x in line.split()[1:] if x.isdigit())
+    return 0
+
+
+def tlb_price(a):
+    """--tlb: gapmeter alone against gapmeter making a.tlb shootdowns a second."""
+    res = {0: [], a.tlb: []}
+    for r in range(a.rounds):
+        for shoot in ((0, a.tlb) if r % 2 == 0 else (a.tlb, 0)):
+            m = Meter(a.meter, a.threads, shoot)
+            try:
+                s0 = int(mono()) + 2  # past the threads' start
+                x, y = m.read_until(s0), m.read_until(s0 + a.seg)
+                d = delta(x, y, a.seg)
+                d["tlb"] = (m.tlb[s0 + a.seg] - m.tlb[s0]) / a.seg
+                res[shoot].append(d)
+            finally:
+                m.stop()
+        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+    print(f"# tools/bench-perf-cost.py --tlb {a.tlb} --seg {a.seg} --rounds {a.rounds} "
+          f"--threads {a.threads}\n")
+    print("| round | shootdowns/s | extra in-thread us/s | extra in-thread gaps/s | us per shootdown |")
+    print("|---|---|---|---|---|")
+    per = []
+    for r, (b, s) in enumerate(zip(res[0], res[a.tlb])):
+        dt, dn = s["tlb"] - b["tlb"], (s["irq_ns"] - b["irq_ns"]) / 1000
+        per.append(dn / dt if dt > 0 else float("nan"))
+        print(f"| {r + 1} | {dt:.0f} | {dn:.0f} | {s['irq_n'] - b['irq_n']:.0f} | {per[-1]:.2f} |")
+    print(f"\nper shootdown received: median {statistics.median(per):.2f} us, "
+          f"range {min(per):.2f}-{max(per):.2f}")
 
 
 def delta(a, b, secs):
@@ -99,12 +143,16 @@ def main():
     ap.add_argument("--hz", type=int, default=99)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--meter", default=os.path.join(ROOT, "build", "gapmeter"))
+    ap.add_argument("--tlb", type=int, default=0,
+                    help="price a TLB-shootdown IPI with N shootdowns a second instead")
     a = ap.parse_args()
     if os.geteuid():
         sys.exit("bench-perf-cost: needs root (perf record -p); run it with sudo")
     if not os.access(a.meter, os.X_OK):
         sys.exit(f"bench-perf-cost: {a.meter} is missing; build it with `make {a.meter}`")
     wd = tempfile.mkdtemp(prefix="perfcost-")
+    if a.tlb:
+        return tlb_price(a)
     meter = Meter(a.meter, a.threads)
     kinds = ["fp", "dwarf"]
     segs = []

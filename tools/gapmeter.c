@@ -12,7 +12,11 @@
  * over the threads: {"t":SEC,"irq_n":N,"irq_ns":NS,"cs_n":N,"cs_ns":NS,"loops":N,
  * "hist":[...]} (hist: in-thread gaps by length, bucket i holding [2^i, 2^(i+1)) us).
  *
- *   build/gapmeter [THREADS [SECONDS [MIN_NS]]]    (SECONDS 0: until killed)
+ *   build/gapmeter [THREADS [SECONDS [MIN_NS [SHOOT]]]]    (SECONDS 0: until killed)
+ *
+ * SHOOT > 0 adds a thread that makes about SHOOT TLB shootdowns a second, in ten bursts, by
+ * taking write access to a page away and giving it back: what an IPI costs the threads it
+ * lands on, which is what a breakpoint written into a running target sends its other cores.
  *
  * tools/bench-perf-cost.py runs it under perf record, interleaved with unprofiled segments.
  */
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +51,7 @@ struct counts {
 
 static struct counts counts[MAX_THREADS];
 static uint64_t min_gap_ns = 1000;
+static long shoot_per_sec;
 static volatile sig_atomic_t stop;
 
 static uint64_t mono_ns(void)
@@ -116,6 +122,30 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+static void *shooter_main(void *arg)
+{
+	volatile char *page = arg;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	while (!stop) {
+		/* Bursts, not a steady pace: each wakeup is a timer interrupt on some core, and
+		 * ten a second are lost among the ticks. */
+		for (long i = 0; i < shoot_per_sec / 10; i++) {
+			page[0]++;
+			mprotect((void *)page, 4096, PROT_READ);
+			mprotect((void *)page, 4096, PROT_READ | PROT_WRITE);
+		}
+		ts.tv_nsec += 100000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_nsec -= 1000000000L;
+			ts.tv_sec++;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+	return NULL;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -149,13 +179,18 @@ int main(int argc, char **argv)
 {
 	int nthreads = argc > 1 ? atoi(argv[1]) : 2;
 	long seconds = argc > 2 ? atol(argv[2]) : 0;
-	pthread_t th[MAX_THREADS];
+	pthread_t th[MAX_THREADS], shooter;
+	void *page = NULL;
 	uint64_t start = mono_ns() / NSEC;
 
 	if (argc > 3)
 		min_gap_ns = strtoull(argv[3], NULL, 10);
-	if (nthreads < 1 || nthreads > MAX_THREADS || seconds < 0 || min_gap_ns < 100) {
-		fprintf(stderr, "usage: gapmeter [THREADS (1-%d) [SECONDS [MIN_NS (>= 100)]]]\n",
+	if (argc > 4)
+		shoot_per_sec = atol(argv[4]);
+	if (nthreads < 1 || nthreads > MAX_THREADS || seconds < 0 || min_gap_ns < 100 ||
+	    shoot_per_sec < 0) {
+		fprintf(stderr,
+			"usage: gapmeter [THREADS (1-%d) [SECONDS [MIN_NS (>= 100) [SHOOT]]]]\n",
 			MAX_THREADS);
 		return 2;
 	}
@@ -164,6 +199,20 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nthreads; i++) {
 		int err = pthread_create(&th[i], NULL, thread_main, &counts[i]);
 
+		if (err) {
+			fprintf(stderr, "gapmeter: failed to start a thread: %s\n", strerror(err));
+			return 1;
+		}
+	}
+	if (shoot_per_sec) {
+		int err;
+
+		page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (page == MAP_FAILED) {
+			perror("gapmeter: failed to map a page");
+			return 1;
+		}
+		err = pthread_create(&shooter, NULL, shooter_main, page);
 		if (err) {
 			fprintf(stderr, "gapmeter: failed to start a thread: %s\n", strerror(err));
 			return 1;
@@ -180,5 +229,7 @@ int main(int argc, char **argv)
 	stop = 1;
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
+	if (shoot_per_sec)
+		pthread_join(shooter, NULL);
 	return 0;
 }
