@@ -167,7 +167,7 @@ bench-unwind: $(BUILD)/bench-unwind
 .PHONY: bench-unwind
 
 # A spinning, deep-stacked target for perf's in-thread cost (frame pointers kept for perf -g).
-$(BUILD)/gapmeter: tools/gapmeter.c
+$(BUILD)/gapmeter: tools/gapmeter.c | $(BUILD)
 	$(CC) $(CFLAGS) -fno-omit-frame-pointer $< -lpthread -o $@
 
 # perf record's cost inside the threads it samples, interleaved with unprofiled segments:

@@ -14,9 +14,9 @@ This is a lower bound for a Tokio worker: a spinning thread is not switched out,
 pay perf's per-thread event switching at every park and wake.
 
 --tlb N prices a TLB-shootdown IPI instead (what each breakpoint dial9-bpf writes or removes
-sends the target's other cores): segments of gapmeter alone alternate with gapmeter making N
-shootdowns a second, and the extra in-thread time is divided by the extra shootdowns counted in
-/proc/interrupts.
+sends the target's other cores): segments of gapmeter alone alternate with gapmeter taking write
+access to a page away and back N times a second (one or two shootdowns each), and the extra
+in-thread time is divided by the extra shootdowns received, counted in /proc/interrupts.
 
     tools/bench-perf-cost.py --seg 10 --rounds 6
     tools/bench-perf-cost.py --tlb 2000 --seg 8 --rounds 5
@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def tlb_shootdowns():
 
 
 def tlb_price(a):
-    """--tlb: gapmeter alone against gapmeter making a.tlb shootdowns a second."""
+    """--tlb: gapmeter alone against gapmeter write-protecting a page a.tlb times a second."""
     res = {0: [], a.tlb: []}
     for r in range(a.rounds):
         for shoot in ((0, a.tlb) if r % 2 == 0 else (a.tlb, 0)):
@@ -88,7 +89,8 @@ def tlb_price(a):
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     print(f"# tools/bench-perf-cost.py --tlb {a.tlb} --seg {a.seg} --rounds {a.rounds} "
           f"--threads {a.threads}\n")
-    print("| round | shootdowns/s | extra in-thread us/s | extra in-thread gaps/s | us per shootdown |")
+    print("| round | extra shootdowns received/s | extra in-thread us/s | extra in-thread gaps/s "
+          "| us per shootdown |")
     print("|---|---|---|---|---|")
     per = []
     for r, (b, s) in enumerate(zip(res[0], res[a.tlb])):
@@ -121,8 +123,11 @@ def run_segment(meter, kind, seg, hz, wd, n):
     a = meter.read_until(s0)
     b = meter.read_until(s0 + seg)
     if proc:
-        proc.send_signal(2)
+        proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
+        if proc.returncode not in (0, -signal.SIGINT) or not os.path.exists(out):
+            sys.exit(f"bench-perf-cost: perf record failed ({proc.returncode}): "
+                     f"{err.strip().splitlines()[-1] if err.strip() else 'no message'}")
         # Samples in the measured seconds, by their CLOCK_MONOTONIC times (-k).
         r = subprocess.run(["perf", "script", "-F", "time", "-i", out], capture_output=True,
                            text=True)
@@ -146,22 +151,30 @@ def main():
     ap.add_argument("--tlb", type=int, default=0,
                     help="price a TLB-shootdown IPI with N shootdowns a second instead")
     a = ap.parse_args()
+    if a.seg < 1 or a.rounds < 1 or a.threads < 1 or a.hz < 1 or 0 < a.tlb < 10:
+        ap.error("--seg, --rounds, --threads and --hz must be at least 1, --tlb 0 or at least 10")
     if os.geteuid():
         sys.exit("bench-perf-cost: needs root (perf record -p); run it with sudo")
     if not os.access(a.meter, os.X_OK):
-        sys.exit(f"bench-perf-cost: {a.meter} is missing; build it with `make {a.meter}`")
-    wd = tempfile.mkdtemp(prefix="perfcost-")
+        sys.exit(f"bench-perf-cost: {a.meter} is missing; build it with `make build/gapmeter`")
     if a.tlb:
         return tlb_price(a)
+    with tempfile.TemporaryDirectory(prefix="perfcost-") as wd:
+        segs = measure(a, wd)
+    report(a, segs)
+
+
+def measure(a, wd):
+    """Unprofiled and perf segments in rotation, every perf segment between unprofiled ones."""
     meter = Meter(a.meter, a.threads)
     kinds = ["fp", "dwarf"]
     segs = []
     try:
         meter.read_until(int(mono()) + 2)  # past the threads' start
         n = 0
+        segs.append(run_segment(meter, "base", a.seg, a.hz, wd, n))
         for r in range(a.rounds):
             order = kinds[r % 2:] + kinds[:r % 2]
-            segs.append(run_segment(meter, "base", a.seg, a.hz, wd, n))
             for k in order:
                 n += 1
                 segs.append(run_segment(meter, k, a.seg, a.hz, wd, n))
@@ -169,6 +182,11 @@ def main():
             print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     finally:
         meter.stop()
+    return segs
+
+
+def report(a, segs):
+    kinds = ["fp", "dwarf"]
     print(f"# tools/bench-perf-cost.py --seg {a.seg} --rounds {a.rounds} --hz {a.hz} "
           f"--threads {a.threads}")
     print("\n| segment | extra in-thread us/s | extra interrupts/s | samples/s | us per sample "
@@ -215,8 +233,8 @@ def main():
                 hist = [h + x for h, x in zip(hist, s["hist"])]
                 nseg += 1
         print(f"\nin-thread gaps per second, {kind}, by length in us: " +
-              ", ".join(f"{2 ** b if b else 1}-{2 ** (b + 1)}: {h / nseg / a.seg:.1f}"
-                        for b, h in enumerate(hist) if h))
+              ", ".join(f"{2 ** b}{'+' if b == len(hist) - 1 else f'-{2 ** (b + 1)}'}: "
+                        f"{h / nseg / a.seg:.1f}" for b, h in enumerate(hist) if h))
 
 
 if __name__ == "__main__":

@@ -10,19 +10,22 @@
  *
  * Once a second (whole seconds of CLOCK_MONOTONIC), one JSON line of cumulative counts summed
  * over the threads: {"t":SEC,"irq_n":N,"irq_ns":NS,"cs_n":N,"cs_ns":NS,"loops":N,
- * "hist":[...]} (hist: in-thread gaps by length, bucket i holding [2^i, 2^(i+1)) us).
+ * "hist":[...]} (hist: in-thread gaps by length, bucket i holding [2^i, 2^(i+1)) us; bucket 0
+ * also holds those under 1 us when MIN_NS is below 1000, and the last one everything longer).
  *
  *   build/gapmeter [THREADS [SECONDS [MIN_NS [SHOOT]]]]    (SECONDS 0: until killed)
  *
- * SHOOT > 0 adds a thread that makes about SHOOT TLB shootdowns a second, in ten bursts, by
- * taking write access to a page away and giving it back: what an IPI costs the threads it
- * lands on, which is what a breakpoint written into a running target sends its other cores.
+ * SHOOT (0, or 10 and up) adds a thread that SHOOT times a second, in ten bursts, takes write
+ * access to a page away and gives it back: each time a TLB shootdown IPI or two to the cores
+ * running the other threads (count them in /proc/interrupts), what a breakpoint written into a
+ * running target sends its other cores.
  *
  * tools/bench-perf-cost.py runs it under perf record, interleaved with unprofiled segments.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -39,8 +42,9 @@
 #define NSEC 1000000000ULL
 #define MAX_THREADS 64
 #define NHIST 12
-/* 48 frames of ~200 bytes: ~10 KB of stack above the spin loop, more than the 8 KB that
- * `perf record --call-graph dwarf` copies by default, as under a Tokio worker's poll. */
+/* 48 frames of ~220 bytes (spin is not inlined into them): ~11 KB of stack above the spin
+ * loop, more than the 8 KB that `perf record --call-graph dwarf` copies by default, as under a
+ * Tokio worker's poll. */
 #define DEPTH 48
 
 struct counts {
@@ -52,7 +56,7 @@ struct counts {
 static struct counts counts[MAX_THREADS];
 static uint64_t min_gap_ns = 1000;
 static long shoot_per_sec;
-static volatile sig_atomic_t stop;
+static atomic_bool stop;
 
 static uint64_t mono_ns(void)
 {
@@ -70,7 +74,7 @@ static long switches(void)
 	return ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
-static void spin(struct counts *c)
+static __attribute__((noinline)) void spin(struct counts *c)
 {
 	uint64_t last = mono_ns(), loops = 0;
 	long sw = switches();
@@ -94,10 +98,11 @@ static void spin(struct counts *c)
 				atomic_fetch_add_explicit(&c->irq_ns, gap, memory_order_relaxed);
 				atomic_fetch_add_explicit(&c->hist[b], 1, memory_order_relaxed);
 			}
-			sw = sw2;
 			atomic_store_explicit(&c->loops, loops, memory_order_relaxed);
-			/* The getrusage above is the meter's own time, not the gap's. */
+			/* The getrusage above is the meter's own time, not the gap's; a switch
+			 * during it shows in the next gap's count. */
 			now = mono_ns();
+			sw = sw2;
 		}
 		last = now;
 	}
@@ -106,7 +111,7 @@ static void spin(struct counts *c)
 /* Recursion keeps real frames on the stack: each touches its pad, so none is elided. */
 static __attribute__((noinline)) void descend(struct counts *c, int depth)
 {
-	volatile char pad[160];
+	volatile char pad[200];
 
 	pad[0] = (char)depth;
 	if (depth > 0)
@@ -152,7 +157,7 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static void print_line(int nthreads, uint64_t sec)
+static void print_line(long long nthreads, uint64_t sec)
 {
 	uint64_t irq_n = 0, irq_ns = 0, cs_n = 0, cs_ns = 0, loops = 0, hist[NHIST] = {0};
 
@@ -175,25 +180,44 @@ static void print_line(int nthreads, uint64_t sec)
 	fflush(stdout);
 }
 
+/* A whole decimal number in [lo, hi], or -1. */
+static long long arg(const char *s, long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	return errno || end == s || *end || v < lo || v > hi ? -1 : v;
+}
+
 int main(int argc, char **argv)
 {
-	int nthreads = argc > 1 ? atoi(argv[1]) : 2;
-	long seconds = argc > 2 ? atol(argv[2]) : 0;
+	long long nthreads = argc > 1 ? arg(argv[1], 1, MAX_THREADS) : 2;
+	long long seconds = argc > 2 ? arg(argv[2], 0, 1LL << 40) : 0;
+	long long min_ns = argc > 3 ? arg(argv[3], 100, 1000000000) : 1000;
+	long long shoot = argc > 4 ? arg(argv[4], 0, 10000000) : 0;
 	pthread_t th[MAX_THREADS], shooter;
 	void *page = NULL;
 	uint64_t start = mono_ns() / NSEC;
+	sigset_t block;
 
-	if (argc > 3)
-		min_gap_ns = strtoull(argv[3], NULL, 10);
-	if (argc > 4)
-		shoot_per_sec = atol(argv[4]);
-	if (nthreads < 1 || nthreads > MAX_THREADS || seconds < 0 || min_gap_ns < 100 ||
-	    shoot_per_sec < 0) {
-		fprintf(stderr,
-			"usage: gapmeter [THREADS (1-%d) [SECONDS [MIN_NS (>= 100) [SHOOT]]]]\n",
-			MAX_THREADS);
+	if (nthreads < 0 || seconds < 0 || min_ns < 0 || shoot < 0 || (shoot && shoot < 10) ||
+	    argc > 5) {
+		fprintf(
+		    stderr,
+		    "usage: gapmeter [THREADS (1-%d) [SECONDS (0: until killed) [MIN_NS (>= 100) "
+		    "[SHOOT (0 or >= 10)]]]]\n",
+		    MAX_THREADS);
 		return 2;
 	}
+	min_gap_ns = (uint64_t)min_ns;
+	shoot_per_sec = (long)shoot;
+	/* Signals go to this thread only: a spinner would see stop only after its next gap. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, NULL);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	for (int i = 0; i < nthreads; i++) {
@@ -218,13 +242,15 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	pthread_sigmask(SIG_UNBLOCK, &block, NULL);
 	for (uint64_t sec = start + 1; !stop && (!seconds || sec <= start + (uint64_t)seconds);
 	     sec++) {
 		struct timespec ts = {.tv_sec = (time_t)sec};
 
 		while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
 			;
-		print_line(nthreads, sec);
+		if (!stop) /* a partial second is not printed as a whole one */
+			print_line(nthreads, sec);
 	}
 	stop = 1;
 	for (int i = 0; i < nthreads; i++)
