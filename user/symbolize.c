@@ -64,6 +64,8 @@ struct symbolizer *symbolizer_new(int pid)
 	if (!s)
 		return NULL;
 	s->pid = pid;
+	/* Without it, every address is looked up anew. */
+	s->cache = calloc((size_t)1 << SYM_CACHE_BITS, sizeof(*s->cache));
 	return s;
 }
 
@@ -299,8 +301,6 @@ int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out
 	struct sym_cache_entry *e;
 	int rc;
 
-	if (!s->cache)
-		s->cache = calloc((size_t)1 << SYM_CACHE_BITS, sizeof(*s->cache));
 	e = s->cache ? &s->cache[(addr * 0x9e3779b97f4a7c15ULL) >> (64 - SYM_CACHE_BITS)] : NULL;
 	if (e && e->gen && e->gen == s->gen && e->addr == addr) {
 		*out = e->info;

@@ -129,6 +129,17 @@ static void test_vdso(void **state)
 	symbolizer_free(s);
 }
 
+/* Re-reads the maps, then addr must be outside every mapping (anonymous memory, or nothing). */
+static void expect_unmapped_after_refresh(struct symbolizer *s, uint64_t addr)
+{
+	struct sym_info si;
+
+	assert_int_equal(symbolizer_refresh(s), 0);
+	assert_int_equal(symbolizer_resolve(s, addr, &si), -ENOENT);
+	assert_null(si.name);
+	assert_null(si.module);
+}
+
 static void test_unknown(void **state)
 {
 	struct symbolizer *s = symbolizer_new(getpid());
@@ -144,10 +155,7 @@ static void test_unknown(void **state)
 	anon = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(anon != MAP_FAILED);
 	/* Force the new mapping in; the rate limit would otherwise hide it for a while. */
-	assert_int_equal(symbolizer_refresh(s), 0);
-	assert_int_equal(symbolizer_resolve(s, addr_of(anon) + 8, &si), -ENOENT);
-	assert_null(si.name);
-	assert_null(si.module);
+	expect_unmapped_after_refresh(s, addr_of(anon) + 8);
 	munmap(anon, 4096);
 	symbolizer_free(s);
 
@@ -270,10 +278,7 @@ static void test_cache_follows_maps(void **state)
 		symbolizer_free(s);
 		skip(); /* still mapped (another user of the library), or taken */
 	}
-	assert_int_equal(symbolizer_refresh(s), 0);
-	assert_int_equal(symbolizer_resolve(s, addr_of(fn) + 1, &si), -ENOENT);
-	assert_null(si.name);
-	assert_null(si.module);
+	expect_unmapped_after_refresh(s, addr_of(fn) + 1);
 	munmap(anon, 4096);
 	symbolizer_free(s);
 }
