@@ -242,7 +242,7 @@ static void remove_dir(const char *dir)
 
 static const struct {
 	const char *name;
-	int (*open)(const char *dir, struct writer *w);
+	int (*open)(const struct out_dir *dir, struct writer *w);
 } formats[] = {
     {"none", NULL},
     {"jsonl", jsonl_writer_open},
@@ -261,8 +261,10 @@ static struct result run_one(int fmt, const char *dir, uint64_t n)
 	struct result res = {};
 	struct task_sample s;
 	volatile uint64_t sink = 0;
+	struct out_dir od;
 	struct writer w;
 	double t0, t1;
+	bool created;
 
 	if (!formats[fmt].open) {
 		t0 = now_s();
@@ -298,9 +300,13 @@ static struct result run_one(int fmt, const char *dir, uint64_t n)
 	    .threads = threads,
 	};
 
-	res.err = formats[fmt].open(dir, &w);
-	if (res.err)
+	res.err = out_dir_open(&od, dir, &created);
+	if (!res.err)
+		res.err = formats[fmt].open(&od, &w);
+	if (res.err) {
+		out_dir_close(&od);
 		return res;
+	}
 	t0 = now_s();
 	for (uint64_t i = 0; i < n; i++) {
 		make_sample(i, &s);
@@ -309,13 +315,13 @@ static struct result run_one(int fmt, const char *dir, uint64_t n)
 	}
 	t1 = now_s();
 	res.sample_s = t1 - t0;
-	if (res.err) {
+	if (res.err)
 		w.abort(&w);
-		return res;
-	}
-	res.err = w.finish(&w, &rc);
+	else
+		res.err = w.finish(&w, &rc);
 	res.finish_s = now_s() - t1;
 	res.bytes = dir_bytes(dir);
+	out_dir_close(&od);
 	return res;
 }
 

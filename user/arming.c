@@ -13,6 +13,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "arming.h"
+#include "privs.h"
 #include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
@@ -746,6 +747,8 @@ static void *arming_thread(void *arg)
 	 * normal thread woke 15-40 ms late (the window itself is a few ms); at the lowest
 	 * real-time priority it runs on time, for the ~1 ms of CPU an attach and detach take. */
 	a->realtime = !pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	/* Capabilities are per thread: this one gives up what the main thread gives up. */
+	privs_drop(PRIVS_LOOP);
 
 	while (!a->stop) {
 		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, tool, armed = 0, k;

@@ -47,7 +47,7 @@
 #include "cgroup_watch.h"
 #include "json.h"
 #include "options.h"
-#include "stack_agg.h"
+#include "out_dir.h"
 #include "target.h"
 
 #define POLL_MS 250
@@ -111,6 +111,7 @@ struct watch {
 	struct exe_class *cls;
 	size_t ncls, clscap;
 	int errors;
+	struct out_dir out;
 };
 
 static volatile sig_atomic_t last_signal, nsignals;
@@ -646,6 +647,16 @@ static void child_argv(const struct watch *w, const struct profile *p, const cha
 #undef ARG
 }
 
+static int make_subdir(const struct watch *w, const char *name)
+{
+	struct out_dir sub;
+	bool created;
+	int err = out_dir_open_at(&sub, &w->out, name, &created);
+
+	out_dir_close(&sub);
+	return err;
+}
+
 static int start_profile(struct watch *w, int pid, const char *rel)
 {
 	char outdir[PATH_MAX + 64], store[12][48], *argv[32], link[64];
@@ -667,6 +678,9 @@ static int start_profile(struct watch *w, int pid, const char *rel)
 	else
 		snprintf(p->subdir, sizeof(p->subdir), "pid-%d-%d", pid, n);
 	snprintf(outdir, sizeof(outdir), "%s/%s", w->o->output_dir, p->subdir);
+	/* Made here, in the directory already checked; the child checks it again. */
+	if (make_subdir(w, p->subdir))
+		goto failed;
 	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
 	p->exe = read_link(link);
 	p->cgroup = malloc(strlen(w->cgroup) + strlen(rel) + 1);
@@ -875,12 +889,17 @@ static void relay_read(struct profile *p)
 /* What the child's metadata.json says: stop reason and samples written. */
 static bool read_child_metadata(const struct watch *w, struct profile *p)
 {
-	char path[PATH_MAX + 96];
+	char path[sizeof(p->subdir) + 16];
 	json_object *root, *v, *s;
 	bool ok = false;
+	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s/metadata.json", w->o->output_dir, p->subdir);
-	root = json_object_from_file(path);
+	snprintf(path, sizeof(path), "%s/metadata.json", p->subdir);
+	fd = out_open_read(w->out.fd, path);
+	if (fd < 0)
+		return false;
+	root = json_object_from_fd(fd);
+	close(fd);
 	if (!root)
 		return false;
 	if (json_object_object_get_ex(root, "stop_reason", &v) &&
@@ -982,13 +1001,13 @@ static void tend_children(struct watch *w, int timeout_ms)
 static int write_processes(const struct watch *w, uint64_t started_real, uint64_t stopped_real,
 			   const char *stop_reason)
 {
-	struct tmp_output out;
+	struct out_file out;
 	FILE *f;
-	int err = tmp_output_open(&out, w->o->output_dir, "processes.json");
+	int err = out_file_create(&out, &w->out, "processes.json", false);
 
 	if (err) {
 		fprintf(stderr, "dial9-bpf: failed to create %s/processes.json.tmp: %s\n",
-			w->o->output_dir, strerror(-err));
+			w->out.path, strerror(-err));
 		return err;
 	}
 	f = out.f;
@@ -1032,33 +1051,14 @@ static int write_processes(const struct watch *w, uint64_t started_real, uint64_
 		fputc('}', f);
 	}
 	fputs("\n  ]\n}\n", f);
-	return tmp_output_commit(&out);
-}
-
-/* mkdir -p; the cgroup was validated first, so a bad cgroup leaves no directory behind. */
-static int make_dirs(const char *dir)
-{
-	char buf[PATH_MAX];
-
-	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	for (char *p = buf + 1;; p++) {
-		if (*p && *p != '/')
-			continue;
-		char c = *p;
-
-		*p = 0;
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		if (!c)
-			return 0;
-		*p = c;
-	}
+	return out_file_commit(&out);
 }
 
 int cgroup_watch_main(const struct options *o, const char *argv0)
 {
-	struct watch w = {.o = o, .argv0 = argv0, .cgroup_fd = -1, .deadline_ns = UINT64_MAX};
+	struct watch w = {
+	    .o = o, .argv0 = argv0, .cgroup_fd = -1, .deadline_ns = UINT64_MAX, .out = {.fd = -1}};
+	bool created;
 	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: wake poll() */
 	const char *stop_reason = "duration";
 	uint64_t t0, t0_real, samples = 0;
@@ -1077,12 +1077,8 @@ int cgroup_watch_main(const struct options *o, const char *argv0)
 		err = 1;
 		goto out;
 	}
-	err = make_dirs(o->output_dir);
-	if (err) {
-		fprintf(stderr,
-			"dial9-bpf: failed to create output in '%s': %s: give a writable --output "
-			"directory\n",
-			o->output_dir, strerror(-err));
+	/* The cgroup was checked first, so a bad cgroup leaves no directory behind. */
+	if (out_dir_open(&w.out, o->output_dir, &created)) {
 		err = 1;
 		goto out;
 	}
@@ -1157,6 +1153,7 @@ int cgroup_watch_main(const struct options *o, const char *argv0)
 			samples, w.nskip_total, failed, o->output_dir);
 	err = w.errors ? 1 : 0;
 out:
+	out_dir_close(&w.out);
 	if (w.cgroup_fd >= 0)
 		close(w.cgroup_fd);
 	for (size_t i = 0; i < w.nprof; i++) {

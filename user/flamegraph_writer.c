@@ -57,7 +57,7 @@ static const struct {
 };
 
 struct flamegraph_writer {
-	struct tmp_output out;
+	struct out_file out;
 	struct stack_agg agg;
 	int err;
 };
@@ -699,12 +699,12 @@ static int flamegraph_finish(struct writer *w, const struct run_context *rc)
 	if (!err)
 		err = stack_agg_sort(&fw->agg);
 	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to aggregate stacks for %s: %s\n", fw->out.path,
-			strerror(-err));
-		tmp_output_discard(&fw->out);
+		fprintf(stderr, "dial9-bpf: failed to aggregate stacks for %s/%s: %s\n",
+			fw->out.dir->path, fw->out.name, strerror(-err));
+		out_file_discard(&fw->out);
 	} else {
 		write_svg(fw->out.f, &fw->agg, rc);
-		err = tmp_output_commit(&fw->out);
+		err = out_file_commit(&fw->out);
 	}
 	stack_agg_free(&fw->agg);
 	free(fw);
@@ -716,13 +716,13 @@ static void flamegraph_abort(struct writer *w)
 {
 	struct flamegraph_writer *fw = w->priv;
 
-	tmp_output_discard(&fw->out);
+	out_file_discard(&fw->out);
 	stack_agg_free(&fw->agg);
 	free(fw);
 	w->priv = NULL;
 }
 
-int flamegraph_writer_open(const char *dir, struct writer *w)
+int flamegraph_writer_open(const struct out_dir *dir, struct writer *w)
 {
 	struct flamegraph_writer *fw = calloc(1, sizeof(*fw));
 	int err;
@@ -731,7 +731,7 @@ int flamegraph_writer_open(const char *dir, struct writer *w)
 		return -ENOMEM;
 	err = stack_agg_init(&fw->agg);
 	if (!err) {
-		err = tmp_output_open(&fw->out, dir, "flamegraph.svg");
+		err = out_file_create(&fw->out, dir, "flamegraph.svg", false);
 		if (err)
 			stack_agg_free(&fw->agg);
 	}

@@ -14,7 +14,7 @@
 #include "writer.h"
 
 struct folded_writer {
-	struct tmp_output out;
+	struct out_file out;
 	struct stack_agg agg;
 	int err; /* first error of sample(), reported once at finish */
 };
@@ -78,12 +78,12 @@ static int folded_finish(struct writer *w, const struct run_context *rc)
 			err = -ENOMEM;
 	}
 	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to aggregate stacks for %s: %s\n", fw->out.path,
-			strerror(-err));
-		tmp_output_discard(&fw->out);
+		fprintf(stderr, "dial9-bpf: failed to aggregate stacks for %s/%s: %s\n",
+			fw->out.dir->path, fw->out.name, strerror(-err));
+		out_file_discard(&fw->out);
 	} else {
 		write_node(fw->out.f, &fw->agg, 0, path, 0);
-		err = tmp_output_commit(&fw->out);
+		err = out_file_commit(&fw->out);
 	}
 	free(path);
 	stack_agg_free(&fw->agg);
@@ -96,13 +96,13 @@ static void folded_abort(struct writer *w)
 {
 	struct folded_writer *fw = w->priv;
 
-	tmp_output_discard(&fw->out);
+	out_file_discard(&fw->out);
 	stack_agg_free(&fw->agg);
 	free(fw);
 	w->priv = NULL;
 }
 
-int folded_writer_open(const char *dir, struct writer *w)
+int folded_writer_open(const struct out_dir *dir, struct writer *w)
 {
 	struct folded_writer *fw = calloc(1, sizeof(*fw));
 	int err;
@@ -111,7 +111,7 @@ int folded_writer_open(const char *dir, struct writer *w)
 		return -ENOMEM;
 	err = stack_agg_init(&fw->agg);
 	if (!err) {
-		err = tmp_output_open(&fw->out, dir, "stacks.folded");
+		err = out_file_create(&fw->out, dir, "stacks.folded", false);
 		if (err)
 			stack_agg_free(&fw->agg);
 	}

@@ -33,7 +33,7 @@ struct jsonl_writer {
 	} * strs;
 	size_t nstrs, strs_cap;
 	struct json_buf scratch;
-	char path[4096];
+	struct out_file out;
 };
 
 static void put_prob(struct jsonl_writer *jw, double p)
@@ -195,8 +195,8 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 		b->oom = false;
 		return -ENOMEM;
 	}
-	fwrite(b->data, 1, b->len, jw->f);
-	return ferror(jw->f) ? -EIO : 0;
+	fwrite(b->data, 1, b->len, jw->out.f);
+	return ferror(jw->out.f) ? -EIO : 0;
 }
 
 static void jsonl_free(struct writer *w)
@@ -217,15 +217,10 @@ static void jsonl_free(struct writer *w)
 static int jsonl_finish(struct writer *w, const struct run_context *rc)
 {
 	struct jsonl_writer *jw = w->priv;
-	int err = 0;
+	int err;
 
 	(void)rc;
-	if (fflush(jw->f) || ferror(jw->f) || fsync(fileno(jw->f)))
-		err = errno ? -errno : -EIO;
-	if (fclose(jw->f) && !err)
-		err = -errno;
-	if (err)
-		fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", jw->path, strerror(-err));
+	err = out_file_commit(&jw->out);
 	jsonl_free(w);
 	return err;
 }
@@ -234,28 +229,26 @@ static void jsonl_abort(struct writer *w)
 {
 	struct jsonl_writer *jw = w->priv;
 
-	fclose(jw->f);
-	unlink(jw->path);
+	out_file_discard(&jw->out);
 	jsonl_free(w);
 }
 
-int jsonl_writer_open(const char *dir, struct writer *w)
+int jsonl_writer_open(const struct out_dir *dir, struct writer *w)
 {
 	struct jsonl_writer *jw = calloc(1, sizeof(*jw));
+	int err;
 
 	if (!jw)
 		return -ENOMEM;
-	snprintf(jw->path, sizeof(jw->path), "%s/samples.jsonl", dir);
-	jw->f = fopen(jw->path, "we");
-	if (!jw->f) {
-		int err = -errno;
-
+	/* In place, not renamed at the end: readers may follow it while the run goes on. */
+	err = out_file_create(&jw->out, dir, "samples.jsonl", true);
+	if (err) {
 		free(jw);
 		return err;
 	}
 	/* Without the bigger buffer (out of memory), stdio's own does. */
 	jw->fbuf = malloc(JSONL_BUF_SIZE);
-	if (jw->fbuf && setvbuf(jw->f, jw->fbuf, _IOFBF, JSONL_BUF_SIZE)) {
+	if (jw->fbuf && setvbuf(jw->out.f, jw->fbuf, _IOFBF, JSONL_BUF_SIZE)) {
 		free(jw->fbuf);
 		jw->fbuf = NULL;
 	}

@@ -29,6 +29,8 @@
 #include "collector.h"
 #include "metadata.h"
 #include "options.h"
+#include "out_dir.h"
+#include "privs.h"
 #include "report.h"
 #include "sampler.skel.h"
 #include "symbolize.h"
@@ -234,35 +236,12 @@ static bool target_gone(int pidfd, int pid)
 	return kill(pid, 0) && errno == ESRCH;
 }
 
-static int make_output_dir(const char *dir, bool *created)
-{
-	char buf[4096];
-
-	*created = false;
-	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755)) {
-		if (errno != EEXIST)
-			return -errno;
-	} else {
-		*created = true;
-	}
-	return 0;
-}
-
-static int open_writers(const struct options *o, struct writer *w, size_t *n)
+static int open_writers(const struct options *o, const struct out_dir *dir, struct writer *w,
+			size_t *n)
 {
 	static const struct {
 		unsigned int bit;
-		int (*open)(const char *dir, struct writer *w);
+		int (*open)(const struct out_dir *dir, struct writer *w);
 	} all[] = {
 	    {D9_FMT_JSONL, jsonl_writer_open},		 {D9_FMT_PERF, perf_writer_open},
 	    {D9_FMT_PPROF, pprof_writer_open},		 {D9_FMT_FOLDED, folded_writer_open},
@@ -274,7 +253,7 @@ static int open_writers(const struct options *o, struct writer *w, size_t *n)
 
 		if (!(o->formats & all[i].bit))
 			continue;
-		err = all[i].open(o->output_dir, &w[*n]);
+		err = all[i].open(dir, &w[*n]);
 		if (err)
 			return err;
 		(*n)++;
@@ -316,6 +295,7 @@ int main(int argc, char **argv)
 	struct target *t = NULL;
 	struct collector col = {};
 	struct rb_slice slice = {.col = &col, .arm = &arm, .deadline_ns = UINT64_MAX};
+	struct out_dir outdir = {.fd = -1};
 	struct writer writers[8];
 	size_t nwriters = 0;
 	bool dir_created = false, running = false, need_xol, tty = isatty(STDERR_FILENO);
@@ -389,9 +369,12 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
-	err = make_output_dir(o.output_dir, &dir_created);
-	if (!err)
-		err = open_writers(&o, writers, &nwriters);
+	err = out_dir_open(&outdir, o.output_dir, &dir_created);
+	if (err) {
+		err = 1;
+		goto cleanup;
+	}
+	err = open_writers(&o, &outdir, writers, &nwriters);
 	if (err) {
 		fprintf(stderr,
 			"dial9-bpf: failed to create output in '%s': %s: give a writable "
@@ -470,6 +453,8 @@ int main(int argc, char **argv)
 	 * libraries no sample hit yet stay available if it exits before the end. */
 	for (size_t it = 0; !symbolizer_next_module(sym, &it, &(struct sym_module){});)
 		;
+	if (privs_drop(PRIVS_LOOP) && o.verbose)
+		fprintf(stderr, "dial9-bpf: failed to drop capabilities: %s\n", strerror(errno));
 	run.probes_attached = links.probes + t->count[PROBE_POLL] + t->count[PROBE_DEALLOC] +
 			      t->count[PROBE_PARK] + t->count[PROBE_IDLE];
 	run.uprobe_multi = links.multi;
@@ -570,12 +555,8 @@ cleanup:
 			err = 1;
 		nwriters = 0;
 		run.arming = &arm;
-		int merr = metadata_write(o.output_dir, &o, t, &col, &run);
-		if (merr) {
-			fprintf(stderr, "dial9-bpf: failed to write %s/metadata.json: %s\n",
-				o.output_dir, strerror(-merr));
+		if (metadata_write(&outdir, &o, t, &col, &run))
 			err = 1;
-		}
 		if (!o.quiet) {
 			if (tty)
 				fputc('\n', stderr);
@@ -595,6 +576,7 @@ cleanup:
 		writers[i].abort(&writers[i]);
 	if (!running && dir_created)
 		rmdir(o.output_dir);
+	out_dir_close(&outdir);
 	if (pidfd >= 0)
 		close(pidfd);
 	ring_buffer__free(rb);

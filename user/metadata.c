@@ -12,6 +12,8 @@
 #include "json.h"
 #include "metadata.h"
 #include "options.h"
+#include "out_dir.h"
+#include "privs.h"
 #include "target.h"
 #include "unwind_dwarf.h"
 
@@ -177,19 +179,35 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	pthread_mutex_unlock(&a->lock);
 }
 
-int metadata_write(const char *dir, const struct options *o, const struct target *t,
+/* What the sampling loop still held, and who the outputs were handed to. */
+static void write_privileges(FILE *f, const struct out_dir *dir)
+{
+	char caps[1024];
+
+	if (privs_describe(caps, sizeof(caps)))
+		snprintf(caps, sizeof(caps), "null");
+	fprintf(f, "  \"privileges\": {\"loop_capabilities\": %s, \"outputs_owner\": ", caps);
+	if (dir->give)
+		fprintf(f, "{\"uid\": %u, \"gid\": %u}},\n", (unsigned)dir->uid,
+			(unsigned)dir->gid);
+	else
+		fputs("null},\n", f);
+}
+
+int metadata_write(const struct out_dir *dir, const struct options *o, const struct target *t,
 		   const struct collector *c, const struct run_summary *r)
 {
-	char path[4096], tmp[4096];
+	struct out_file out;
 	struct utsname u;
 	FILE *f;
-	int err = 0;
+	int err = out_file_create(&out, dir, "metadata.json", false);
 
-	snprintf(path, sizeof(path), "%s/metadata.json", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.metadata.json.tmp", dir);
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to create %s/metadata.json.tmp: %s\n", dir->path,
+			strerror(-err));
+		return err;
+	}
+	f = out.f;
 	if (uname(&u))
 		memset(&u, 0, sizeof(u));
 	fputs("{\n  \"tool\": \"dial9-bpf\",\n  \"tool_version\": \"" DIAL9_VERSION "\",\n", f);
@@ -227,6 +245,7 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	json_str(f, r->stop_reason);
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
 	write_probes(f, t, r);
+	write_privileges(f, dir);
 	if (r->arming)
 		write_overhead(f, o, c, r);
 	write_workers(f, c);
@@ -238,13 +257,5 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 		", \"stack_errors\": %" PRIu64 ", \"task_id_ok\": %" PRIu64 "}\n}\n",
 		c->samples_written, c->samples_with_stack, c->samples_stack_errors,
 		c->samples_task_id_ok);
-	if (fflush(f) || ferror(f) || fsync(fileno(f)))
-		err = errno ? -errno : -EIO;
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	return err;
+	return out_file_commit(&out);
 }

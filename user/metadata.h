@@ -26,8 +26,11 @@ struct run_summary {
 	struct arming *arming;
 };
 
-/* Writes DIR/metadata.json atomically (temporary file + rename). Returns 0 or -errno. */
-int metadata_write(const char *dir, const struct options *o, const struct target *t,
+struct out_dir;
+
+/* Writes DIR/metadata.json atomically (temporary file + rename); prints its own error.
+ * Returns 0 or -errno. */
+int metadata_write(const struct out_dir *dir, const struct options *o, const struct target *t,
 		   const struct collector *c, const struct run_summary *r);
 
 #endif

@@ -30,6 +30,13 @@ static const char doc[] =
     "  sudo dial9-bpf --container 3f2a9c1b7d4e   # docker/containerd id or prefix\n"
     "  dial9-bpf report /tmp/run1                # summary of a previous run\n"
     "\n"
+    "OUTPUT:\n"
+    "  Run through sudo, the files (and the directory, if the run made it)\n"
+    "  belong to the invoking user (SUDO_UID/SUDO_GID), who reads them\n"
+    "  without root. DIR must belong to you or root and not be group- or\n"
+    "  world-writable without the sticky bit; a file planted under an\n"
+    "  output's name is replaced, never written through.\n"
+    "\n"
     "ENVIRONMENT (flags win):\n"
     "  DIAL9_TASK_SAMPLING_ENABLED=0|1         0 refuses to sample\n"
     "  DIAL9_TASK_SAMPLING_PER_WORKER_HZ=N     default for --per-worker-hz\n";

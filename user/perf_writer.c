@@ -96,9 +96,7 @@ static const char *const event_names[D9_PERF_NR_EVENTS] = {
 };
 
 struct perf_writer {
-	FILE *f;
-	char path[4096];     /* final name */
-	char tmp_path[4096]; /* written until finish() */
+	struct out_file out; /* perf.data.tmp until finish() */
 	uint64_t data_offset;
 	int err; /* first write error, sticky */
 	uint32_t pid;
@@ -159,7 +157,7 @@ static void write_bytes(struct perf_writer *pw, const void *p, size_t n)
 {
 	if (pw->err || !n)
 		return;
-	if (fwrite(p, 1, n, pw->f) != n)
+	if (fwrite(p, 1, n, pw->out.f) != n)
 		pw->err = errno ? -errno : -EIO;
 }
 
@@ -463,8 +461,8 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 		emit(pw, &r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
 	}
 	if (pw->err)
-		fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", pw->tmp_path,
-			strerror(-pw->err));
+		fprintf(stderr, "dial9-bpf: failed to write %s/perf.data.tmp: %s\n",
+			pw->out.dir->path, strerror(-pw->err));
 	return pw->err;
 }
 
@@ -715,7 +713,7 @@ static const int features[] = {
 
 static int seek_to(struct perf_writer *pw, uint64_t off)
 {
-	if (!pw->err && fseeko(pw->f, (off_t)off, SEEK_SET))
+	if (!pw->err && fseeko(pw->out.f, (off_t)off, SEEK_SET))
 		pw->err = -errno;
 	return pw->err;
 }
@@ -765,23 +763,23 @@ static int perf_finish(struct writer *w, const struct run_context *rc)
 		write_mmaps(pw, rc);
 		write_cgroups(pw, rc);
 		/* perf takes an empty data section for a crashed perf record: give it a no-op. */
-		if ((uint64_t)ftello(pw->f) == pw->data_offset) {
+		if ((uint64_t)ftello(pw->out.f) == pw->data_offset) {
 			struct rec r = rec_start(pw);
 
 			emit(pw, &r, D9_PERF_RECORD_FINISHED_ROUND, 0);
 		}
 	}
-	if (!pw->err && fflush(pw->f))
+	if (!pw->err && fflush(pw->out.f))
 		pw->err = -errno;
 	if (!pw->err) {
 		/* Features start right where the data ends: perf finds them there. */
-		table = (uint64_t)ftello(pw->f);
+		table = (uint64_t)ftello(pw->out.f);
 		data_size = table - pw->data_offset;
 		write_bytes(pw, sec, sizeof(sec));
 		for (size_t i = 0; i < NR_FEATURES && !pw->err; i++) {
-			sec[i].offset = (uint64_t)ftello(pw->f);
+			sec[i].offset = (uint64_t)ftello(pw->out.f);
 			write_feature(pw, features[i], rc);
-			sec[i].size = (uint64_t)ftello(pw->f) - sec[i].offset;
+			sec[i].size = (uint64_t)ftello(pw->out.f) - sec[i].offset;
 			feat[features[i] / 64] |= 1ULL << (features[i] % 64);
 		}
 		if (!seek_to(pw, table))
@@ -789,16 +787,13 @@ static int perf_finish(struct writer *w, const struct run_context *rc)
 		if (!seek_to(pw, 0))
 			write_header(pw, data_size, feat);
 	}
-	if (!pw->err && (fflush(pw->f) || fsync(fileno(pw->f))))
-		pw->err = -errno;
-	if (fclose(pw->f) && !pw->err)
-		pw->err = -errno;
-	if (!pw->err && rename(pw->tmp_path, pw->path))
-		pw->err = -errno;
-	err = pw->err;
-	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", pw->path, strerror(-err));
-		unlink(pw->tmp_path);
+	if (pw->err) {
+		err = pw->err;
+		fprintf(stderr, "dial9-bpf: failed to write %s/perf.data: %s\n", pw->out.dir->path,
+			strerror(-err));
+		out_file_discard(&pw->out);
+	} else {
+		err = out_file_commit(&pw->out);
 	}
 	free(pw->worker_tid);
 	free(pw);
@@ -810,14 +805,13 @@ static void perf_abort(struct writer *w)
 {
 	struct perf_writer *pw = w->priv;
 
-	fclose(pw->f);
-	unlink(pw->tmp_path);
+	out_file_discard(&pw->out);
 	free(pw->worker_tid);
 	free(pw);
 	w->priv = NULL;
 }
 
-int perf_writer_open(const char *dir, struct writer *w)
+int perf_writer_open(const struct out_dir *dir, struct writer *w)
 {
 	static const uint64_t no_features[4];
 	struct perf_writer *pw = calloc(1, sizeof(*pw));
@@ -826,16 +820,9 @@ int perf_writer_open(const char *dir, struct writer *w)
 	if (!pw)
 		return -ENOMEM;
 	pw->max_worker = -1;
-	if (snprintf(pw->path, sizeof(pw->path), "%s/perf.data", dir) >= (int)sizeof(pw->path) ||
-	    snprintf(pw->tmp_path, sizeof(pw->tmp_path), "%s/perf.data.tmp", dir) >=
-		(int)sizeof(pw->tmp_path)) {
-		free(pw);
-		return -ENAMETOOLONG;
-	}
-	pw->f = fopen(pw->tmp_path, "we");
-	if (!pw->f) {
-		err = -errno;
-		fprintf(stderr, "dial9-bpf: failed to create %s: %s\n", pw->tmp_path,
+	err = out_file_create(&pw->out, dir, "perf.data", false);
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to create %s/perf.data.tmp: %s\n", dir->path,
 			strerror(-err));
 		free(pw);
 		return err;
@@ -845,10 +832,9 @@ int perf_writer_open(const char *dir, struct writer *w)
 	write_header(pw, 0, no_features);
 	if (pw->err) {
 		err = pw->err;
-		fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", pw->tmp_path,
+		fprintf(stderr, "dial9-bpf: failed to write %s/perf.data.tmp: %s\n", dir->path,
 			strerror(-err));
-		fclose(pw->f);
-		unlink(pw->tmp_path);
+		out_file_discard(&pw->out);
 		free(pw);
 		return err;
 	}

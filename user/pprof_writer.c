@@ -93,7 +93,7 @@ struct pmapping {
 };
 
 struct pprof_writer {
-	struct tmp_output out;
+	struct out_file out;
 	z_stream z;
 	bool z_ready;
 	unsigned char zout[65536];
@@ -585,11 +585,11 @@ static int pprof_finish(struct writer *w, const struct run_context *rc)
 	if (!err)
 		err = write_trailer(pw, rc);
 	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to write %s: %s\n", pw->out.path,
-			strerror(-err));
-		tmp_output_discard(&pw->out);
+		fprintf(stderr, "dial9-bpf: failed to write %s/%s: %s\n", pw->out.dir->path,
+			pw->out.name, strerror(-err));
+		out_file_discard(&pw->out);
 	} else {
-		err = tmp_output_commit(&pw->out);
+		err = out_file_commit(&pw->out);
 	}
 	pprof_free(w);
 	return err;
@@ -599,11 +599,11 @@ static void pprof_abort(struct writer *w)
 {
 	struct pprof_writer *pw = w->priv;
 
-	tmp_output_discard(&pw->out);
+	out_file_discard(&pw->out);
 	pprof_free(w);
 }
 
-int pprof_writer_open(const char *dir, struct writer *w)
+int pprof_writer_open(const struct out_dir *dir, struct writer *w)
 {
 	struct pprof_writer *pw = calloc(1, sizeof(*pw));
 	int err;
@@ -629,7 +629,7 @@ int pprof_writer_open(const char *dir, struct writer *w)
 		pprof_free(w);
 		return -ENOMEM;
 	}
-	err = tmp_output_open(&pw->out, dir, "profile.pb.gz");
+	err = out_file_create(&pw->out, dir, "profile.pb.gz", false);
 	if (err) {
 		pprof_free(w);
 		return err;

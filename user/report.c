@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <json-c/json.h>
 #include "options.h"
+#include "out_dir.h"
 #include "report.h"
 
 
@@ -1257,29 +1258,27 @@ void report_print(const struct report *r, const char *dir, FILE *out)
 
 /* ---- the command ---- */
 
-/* Opens a regular file for reading; on failure fills err with "problem: fix". */
+/* Opens a regular file for reading, as carefully as the outputs were written (no symlink
+ * followed, no FIFO waited on); on failure fills err with "problem: fix". */
 static FILE *open_regular(const char *path, off_t max, const char *fix, char *err, size_t errlen,
 			  off_t *size)
 {
 	struct perr e = {err, errlen};
 	struct stat st;
 	FILE *f;
-	int fd;
+	int fd = out_open_read(AT_FDCWD, path);
 
-	/* O_NONBLOCK: a FIFO in place of the file must not hang the report. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		fail(&e, "%s: %s", strerror(errno), fix);
+		fail(&e, "%s: %s",
+		     fd == -EISDIR   ? "a directory, not a regular file"
+		     : fd == -EINVAL ? "a special file, not a regular file"
+		     : fd == -ELOOP  ? "a symlink, which dial9-bpf does not follow"
+				     : strerror(-fd),
+		     fix);
 		return NULL;
 	}
 	if (fstat(fd, &st)) {
 		fail(&e, "%s", strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		fail(&e, "%s, not a regular file: %s",
-		     S_ISDIR(st.st_mode) ? "a directory" : "a special file", fix);
 		close(fd);
 		return NULL;
 	}

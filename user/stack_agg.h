@@ -135,22 +135,4 @@ static inline const char *stack_node_name(const struct stack_agg *a, uint32_t no
 	return intern_str(&a->names, a->nodes[node].name);
 }
 
-/*
- * An output file written under DIR/NAME.tmp and renamed to DIR/NAME only once complete, so an
- * interrupted run never leaves a truncated file under the real name.
- */
-struct tmp_output {
-	FILE *f;
-	char path[4096];
-	char tmp_path[4096];
-};
-
-/* Creates DIR/NAME.tmp; returns 0 or a negative errno. */
-int tmp_output_open(struct tmp_output *o, const char *dir, const char *name);
-/* Flushes, syncs, closes and renames into place; prints its own error. Returns 0 or a
- * negative errno (the temp file is then removed). */
-int tmp_output_commit(struct tmp_output *o);
-/* Closes and removes the temp file. */
-void tmp_output_discard(struct tmp_output *o);
-
 #endif /* D9_STACK_AGG_H */

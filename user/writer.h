@@ -8,6 +8,7 @@
 #define D9_WRITER_H
 
 #include <stdint.h>
+#include "out_dir.h"
 #include "task_sample.h"
 
 struct symbolizer;
@@ -29,8 +30,8 @@ struct run_context {
 
 struct run_thread {
 	uint32_t pid, tid;
-	int worker;              /* -1 if the thread ran no sampled worker */
-	char comm[17];           /* as in /proc */
+	int worker;		 /* -1 if the thread ran no sampled worker */
+	char comm[17];		 /* as in /proc */
 	uint32_t ns_pid, ns_tid; /* in the target's own pid namespace */
 };
 
@@ -44,11 +45,11 @@ struct writer {
 	void (*abort)(struct writer *w);
 };
 
-/* Constructors: open DIR/<file>; return 0 and fill *w, or a negative errno. */
-int jsonl_writer_open(const char *dir, struct writer *w);      /* samples.jsonl */
-int perf_writer_open(const char *dir, struct writer *w);       /* perf.data */
-int pprof_writer_open(const char *dir, struct writer *w);      /* profile.pb.gz */
-int folded_writer_open(const char *dir, struct writer *w);     /* stacks.folded */
-int flamegraph_writer_open(const char *dir, struct writer *w); /* flamegraph.svg */
+/* Constructors: create <file> in DIR; return 0 and fill *w, or a negative errno. */
+int jsonl_writer_open(const struct out_dir *dir, struct writer *w);	 /* samples.jsonl */
+int perf_writer_open(const struct out_dir *dir, struct writer *w);	 /* perf.data */
+int pprof_writer_open(const struct out_dir *dir, struct writer *w);	 /* profile.pb.gz */
+int folded_writer_open(const struct out_dir *dir, struct writer *w);	 /* stacks.folded */
+int flamegraph_writer_open(const struct out_dir *dir, struct writer *w); /* flamegraph.svg */
 
 #endif

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "stack_agg.h"
+#include "test_out.h"
 #include "writer.h"
 
 static char *read_all(const char *path)
@@ -58,7 +59,7 @@ static void make_samples(struct samples *x)
 	x->s[4] = (struct task_sample){.weight_count = 2, .stack_error = -EFAULT};
 }
 
-static char *run_writer(int (*open)(const char *, struct writer *), const char *file,
+static char *run_writer(int (*open)(const struct out_dir *, struct writer *), const char *file,
 			const struct task_sample *s, size_t n)
 {
 	char dir[] = "/tmp/d9-folded-XXXXXX", path[256];
@@ -67,7 +68,7 @@ static char *run_writer(int (*open)(const char *, struct writer *), const char *
 	char *text;
 
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(open(dir, &w), 0);
+	assert_int_equal(open(test_out_dir(dir), &w), 0);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(w.sample(&w, &s[i]), 0);
 	snprintf(path, sizeof(path), "%s/%s.tmp", dir, file);
@@ -139,17 +140,19 @@ static void test_folded_empty_and_weightless(void **state)
 static void test_folded_abort_removes(void **state)
 {
 	char dir[] = "/tmp/d9-folded-XXXXXX";
+	const struct out_dir *od;
 	struct samples x;
 	struct writer w = {};
 
 	(void)state;
 	make_samples(&x);
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(folded_writer_open(dir, &w), 0);
+	od = test_out_dir(dir);
+	assert_int_equal(folded_writer_open(od, &w), 0);
 	assert_int_equal(w.sample(&w, &x.s[0]), 0);
 	w.abort(&w);
 	assert_int_equal(rmdir(dir), 0);
-	assert_int_equal(flamegraph_writer_open(dir, &w), -ENOENT);
+	assert_int_equal(flamegraph_writer_open(od, &w), -ENOENT);
 }
 
 /* Memory follows distinct stacks: a million samples over three stacks make three paths. */

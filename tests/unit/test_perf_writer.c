@@ -22,6 +22,7 @@
 #include "dial9_bpf.h"
 #include "perf_format.h"
 #include "symbolize.h"
+#include "test_out.h"
 #include "writer.h"
 
 #define PID 4000
@@ -410,7 +411,7 @@ static void test_synthetic_samples(void **state)
 
 	(void)state;
 	make_dir(&f);
-	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	assert_int_equal(perf_writer_open(test_out_dir(f.dir), &w), 0);
 	assert_string_equal(w.format, "perf");
 	snprintf(tmp, sizeof(tmp), "%s.tmp", f.path);
 	/* Until finish() only the temporary exists: no half-written perf.data for perf. */
@@ -512,7 +513,7 @@ static void test_raw_stacks(void **state)
 
 	(void)state;
 	make_dir(&f);
-	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	assert_int_equal(perf_writer_open(test_out_dir(f.dir), &w), 0);
 	fill_sample(&s, frames, 3, 4001, 0, 2 * STARTED_NS);
 	s.raw = odd;
 	assert_int_equal(w.sample(&w, &s), 0);
@@ -567,7 +568,7 @@ static void test_inlined_frames_skipped(void **state)
 
 	(void)state;
 	make_dir(&f);
-	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	assert_int_equal(perf_writer_open(test_out_dir(f.dir), &w), 0);
 	fill_sample(&s, frames, 4, 4001, 0, STARTED_NS);
 	frames[0].inlined = true; /* inlined into frames[1], at its address */
 	frames[1].addr = frames[0].addr;
@@ -646,7 +647,7 @@ static void test_own_maps_and_build_id(void **state)
 	assert_non_null(want_id); /* cc links with --build-id */
 
 	make_dir(&f);
-	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	assert_int_equal(perf_writer_open(test_out_dir(f.dir), &w), 0);
 	fill_sample(&s, frames, 1, (uint32_t)getpid(), 0, STARTED_NS);
 	s.pid = (uint32_t)getpid();
 	frames[0].addr = (uint64_t)(uintptr_t)test_own_maps_and_build_id;
@@ -692,7 +693,7 @@ static void test_abort_removes(void **state)
 
 	(void)state;
 	make_dir(&f);
-	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	assert_int_equal(perf_writer_open(test_out_dir(f.dir), &w), 0);
 	fill_sample(&s, frames, 3, 4001, 0, STARTED_NS);
 	assert_int_equal(w.sample(&w, &s), 0);
 	w.abort(&w);
@@ -714,7 +715,7 @@ static void test_no_samples(void **state)
 
 	(void)state;
 	make_dir(&f);
-	assert_int_equal(perf_writer_open(f.dir, &w), 0);
+	assert_int_equal(perf_writer_open(test_out_dir(f.dir), &w), 0);
 	assert_int_equal(w.finish(&w, &rc), 0);
 	read_back(&f);
 	check_header(&f, 2);
@@ -729,10 +730,16 @@ static void test_no_samples(void **state)
 
 static void test_unwritable_dir(void **state)
 {
+	char dir[] = "/tmp/d9-perf-gone-XXXXXX";
+	const struct out_dir *od;
 	struct writer w = {};
 
 	(void)state;
-	assert_int_equal(perf_writer_open("/nonexistent/d9", &w), -ENOENT);
+	assert_non_null(mkdtemp(dir));
+	od = test_out_dir(dir);
+	assert_non_null(od);
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(perf_writer_open(od, &w), -ENOENT);
 }
 
 int main(void)

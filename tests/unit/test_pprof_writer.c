@@ -17,6 +17,7 @@
 
 #include "protobuf.h"
 #include "symbolize.h"
+#include "test_out.h"
 #include "writer.h"
 
 static void expect_bytes(const struct pb_buf *b, const uint8_t *want, size_t n)
@@ -394,7 +395,7 @@ static void test_pprof_roundtrip(void **state)
 	(void)state;
 	assert_non_null(p);
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(pprof_writer_open(dir, &w), 0);
+	assert_int_equal(pprof_writer_open(test_out_dir(dir), &w), 0);
 	assert_string_equal(w.format, "pprof");
 	assert_int_equal(w.sample(&w, &s1), 0);
 	assert_int_equal(w.sample(&w, &s2), 0);
@@ -521,7 +522,7 @@ static void test_pprof_build_id_from_symbolizer(void **state)
 	assert_int_equal(symbolizer_resolve(sym, addr, &si), 0);
 	fr[0] = (struct task_frame){addr, si.name, si.module, si.file_offset, false};
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(pprof_writer_open(dir, &w), 0);
+	assert_int_equal(pprof_writer_open(test_out_dir(dir), &w), 0);
 	assert_int_equal(w.sample(&w, &s), 0);
 	assert_int_equal(w.finish(&w, &rc), 0);
 	snprintf(path, sizeof(path), "%s/profile.pb.gz", dir);
@@ -546,17 +547,19 @@ static void test_pprof_abort_leaves_nothing(void **state)
 	char dir[] = "/tmp/d9-pprof-XXXXXX";
 	struct task_frame fr[] = {{0x1000, "f", "/bin/app", 0x1000, false}};
 	struct task_sample s = {.weight_count = 1, .nframes = 1, .frames = fr};
+	const struct out_dir *od;
 	struct writer w = {};
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(pprof_writer_open(dir, &w), 0);
+	od = test_out_dir(dir);
+	assert_int_equal(pprof_writer_open(od, &w), 0);
 	assert_int_equal(w.sample(&w, &s), 0);
 	w.abort(&w);
 	assert_null(w.priv);
 	/* rmdir succeeds only when the directory is empty: no temp file, no profile */
 	assert_int_equal(rmdir(dir), 0);
-	assert_int_equal(pprof_writer_open(dir, &w), -ENOENT);
+	assert_int_equal(pprof_writer_open(od, &w), -ENOENT);
 }
 
 int main(void)
