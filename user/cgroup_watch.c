@@ -48,6 +48,7 @@
 #include "json.h"
 #include "options.h"
 #include "out_dir.h"
+#include "privs.h"
 #include "target.h"
 
 #define POLL_MS 250
@@ -1082,6 +1083,9 @@ int cgroup_watch_main(const struct options *o, const char *argv0)
 		err = 1;
 		goto out;
 	}
+	/* The children exec with what is left: all they need to start a profile. */
+	if (privs_drop(PRIVS_SETUP) && o->verbose)
+		fprintf(stderr, "dial9-bpf: failed to drop capabilities: %s\n", strerror(errno));
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
