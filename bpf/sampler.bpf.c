@@ -414,7 +414,7 @@ static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok)
 	    bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + vtable_id_off)))
 		return 0;
 	/* The id lives in the task's Core, after the Header; ids come from a global counter. */
-	if (id_off < 24 || id_off > 65536 || (id_off & 7))
+	if (id_off < 24 || id_off >= D9_MAX_CELL_OFFSET || (id_off & 7))
 		return 0;
 	if (bpf_probe_read_user(&id, sizeof(id), (void *)(hdr + id_off)))
 		return 0;

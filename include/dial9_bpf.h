@@ -55,6 +55,10 @@ struct d9_raw_stack {
 };
 #define D9_RAW_STACK_HDR 40 /* offsetof(struct d9_raw_stack, data) */
 
+/* Largest offset into a task cell taken for the task id's: the cell holds the future itself,
+ * which Tokio boxes above 16 KiB only since 1.39. */
+#define D9_MAX_CELL_OFFSET (1u << 20)
+
 /* Tokio task state word bits (tokio/src/runtime/task/state.rs). */
 #define D9_TASK_RUNNING 0x1ULL
 #define D9_TASK_COMPLETE 0x2ULL

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "dial9_bpf.h"
 #include "elf_file.h"
 #include "target.h"
 #include "tokio_layout.h"
@@ -30,13 +31,16 @@ static bool read_u64_at(int fd, const struct elf_file *ef, uint64_t vaddr, uint6
 	return pread(fd, out, sizeof(*out), (off_t)off) == sizeof(*out);
 }
 
-/* The Core's task_id sits after the Header (64 bytes with padding in 1.24) and the scheduler
- * handle; anything beyond a few KiB is not an offset into a task cell. */
+/* Offsets into a task cell lie past the Header and are 8-aligned; a large future (or a stage
+ * laid out before the id) puts them far out, up to D9_MAX_CELL_OFFSET. */
 static bool plausible_offset(uint64_t v)
 {
-	return v >= 24 && v <= 4096 && !(v & 7);
+	return v >= 24 && v < D9_MAX_CELL_OFFSET && !(v & 7);
 }
 
+/* Only the id offset is read by the sampler, so only it decides; the trailer and scheduler
+ * offsets beside it are distinct fields of the same cell, which tells a table of offsets
+ * from a misread one. */
 static void check_vtable(int fd, const struct elf_file *ef, uint64_t vt, struct task_id_layout *l)
 {
 	uint64_t trailer, sched, id;
@@ -45,8 +49,7 @@ static void check_vtable(int fd, const struct elf_file *ef, uint64_t vt, struct 
 	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + 64, &sched) ||
 	    !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
 		return;
-	if (plausible_offset(trailer) && plausible_offset(sched) && plausible_offset(id) &&
-	    id != trailer)
+	if (plausible_offset(id) && id != trailer && id != sched)
 		l->vtables_valid++;
 }
 
