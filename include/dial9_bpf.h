@@ -73,6 +73,11 @@ enum d9_sample_flags {
 	D9_SF_IDLE_KNOWN = 1 << 6,    /* the previous Pending return was observed: idle is exact */
 	D9_SF_WINDOWED = 1 << 7,      /* selected inside an armed window (duty < 1) */
 	D9_SF_AFTER_YIELD = 1 << 8,   /* the task resumed after yielding: limited by the CPU */
+	/* Woken from inside another task's poll: its resumes come at the rate that task runs,
+	 * which the probes slow like a yield's (a channel's consumer on a busy current_thread). */
+	D9_SF_WOKEN_BY_TASK = 1 << 9,
+	/* A blocking-pool task (spawn_blocking, a worker's own thread): never sampled. */
+	D9_SF_BLOCKING = 1 << 10,
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
@@ -128,6 +133,9 @@ enum d9_park_point {
 	D9_PARK_NONE = 0,
 	D9_PARK_LEAF = 4,  /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
 	D9_PARK_YIELD = 5, /* tokio::task::yield_now */
+	/* Not a park point: a task's waker fired (task::waker::wake_by_val / wake_by_ref),
+	 * rdi = the woken task's Header*. Attached with the park points (not in lean windows). */
+	D9_PARK_WAKE = 6,
 };
 
 struct d9_sample {
@@ -146,6 +154,9 @@ struct d9_sample {
 	__u64 park_ns;
 	__u32 park_point;
 	__s32 stack_bytes; /* bpf_get_stack result; negative errno on failure */
+	/* The task's scheduler: the Arc of the runtime (or LocalSet) that runs it, which names
+	 * the runtime in a process with several; 0 when unread. */
+	__u64 runtime;
 	__u64 stack[D9_MAX_STACK_DEPTH];
 };
 
@@ -172,6 +183,12 @@ struct d9_gate_time {
 	 * samples (~9 us each on the project's VM), in neither busy_ns nor idle_ns: lost to the
 	 * tasks like the hits, but per sample, not per hit, so kept apart from the hits' cost. */
 	__u64 capture_ns;
+	/* In-window resumes of tasks woken by another task's poll whose previous return was
+	 * seen: their idle intervals, and the part of those since their wake chain began (the
+	 * driver's wake that started it, see sampler.bpf.c on_wake). That part waited on this
+	 * thread's polls, which the probes slow; the rest waited on a clock. */
+	__u64 woken_cycle_ns;
+	__u64 woken_chain_ns;
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */
@@ -239,7 +256,8 @@ enum d9_counter {
 	D9_CNT_LEAN_POLLS,
 	D9_CNT_LEAN_HITS,
 	D9_CNT_LEAN_BUSY_NS,
-	D9_CNT_CAPTURE_NS, /* stack captures and sample writes, in windows or not */
+	D9_CNT_CAPTURE_NS,     /* stack captures and sample writes, in windows or not */
+	D9_CNT_BLOCKING_POLLS, /* polls of blocking-pool tasks, kept out of the sampling */
 	D9_CNT_MAX,
 };
 

@@ -27,6 +27,11 @@ static const struct {
     {"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, 0},
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0, 0},
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0, 0},
+    /* A current_thread runtime parks its block_on thread here: park_yield when tasks yielded
+     * (it then runs the timer and I/O drivers without blocking), park when it has nothing to
+     * run. Outside every task poll either way. */
+    {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, 0},
+    {"tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE, 0, 0},
     /* Park points: the outermost Tokio resource polls, where a task stores its waker and
      * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
      * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
@@ -42,6 +47,10 @@ static const struct {
      PROBE_PARK, D9_PARK_LEAF, 0},
     {"<tokio::task::yield_now::yield_now::*::YieldNow as core::future::future::Future>::poll",
      PROBE_PARK, D9_PARK_YIELD, 0},
+    /* Not park points: where a task is woken, to tell a task woken by another task's poll
+     * from one woken by the driver (sampler.bpf.c, resume_kind). Optional like them. */
+    {"tokio::runtime::task::waker::wake_by_val", PROBE_PARK, D9_PARK_WAKE, 0},
+    {"tokio::runtime::task::waker::wake_by_ref", PROBE_PARK, D9_PARK_WAKE, 0},
 };
 
 const char *probe_kind_name(enum probe_kind k)
@@ -59,6 +68,8 @@ const char *park_point_name(uint32_t cookie)
 		return "resource_poll";
 	case D9_PARK_YIELD:
 		return "yield";
+	case D9_PARK_WAKE:
+		return "wake";
 	default:
 		return "none";
 	}

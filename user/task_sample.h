@@ -11,13 +11,14 @@
 #include <stdint.h>
 
 struct task_frame {
-	uint64_t addr;	      /* runtime address: the ip for the leaf, return addresses above */
+	uint64_t addr; /* runtime address: the ip for the leaf, return addresses above */
 	/* Demangled function, NULL when unknown. name and module stay valid and unchanged while
-	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them. */
+	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them.
+	 */
 	const char *name;
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
-	bool inlined;         /* a call inlined into the next frame's function (same addr) */
+	bool inlined;	      /* a call inlined into the next frame's function (same addr) */
 };
 
 /* What BPF copied at the park point for DWARF unwinding (--unwind dwarf). */
@@ -30,12 +31,16 @@ struct raw_copy {
 
 struct task_sample {
 	uint64_t timestamp_ns; /* CLOCK_MONOTONIC capture time */
-	uint32_t pid, tid; /* as the tool sees them (its own pid namespace) */
+	uint32_t pid, tid;     /* as the tool sees them (its own pid namespace) */
 	/* As the target sees them, in its innermost pid namespace (containers); equal to pid and
 	 * tid when it shares the tool's namespace. */
 	uint32_t ns_pid, ns_tid;
 	int worker; /* index in metadata.json */
 	uint64_t worker_key;
+	/* The runtime (or LocalSet) whose task this is: index in metadata.json's "runtimes",
+	 * -1 when unknown; runtime_key is its scheduler's address in the target. */
+	int runtime;
+	uint64_t runtime_key;
 	bool task_id_ok;
 	uint64_t task_id;
 	double prob; /* inclusion probability */
@@ -58,7 +63,7 @@ struct task_sample {
 	uint64_t weight_idle_ns;
 	size_t nframes;
 	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
-	const struct raw_copy *raw;      /* NULL unless the stack was copied for DWARF unwinding */
+	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */
 };
 
 #endif

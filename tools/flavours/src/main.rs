@@ -6,7 +6,8 @@
 //! - `two`: a multi-thread runtime (`--workers`) and a current_thread runtime on a thread of
 //!   its own ("ct-runtime"), each with its own tasks, in one process;
 //! - `local`: a `LocalSet` on a current_thread runtime, its tasks spawned with `spawn_local`;
-//! - `blocking`: a multi-thread runtime whose "waiter" tasks await `spawn_blocking` work.
+//! - `blocking`: a multi-thread runtime whose "waiter" tasks await `spawn_blocking` work;
+//! - `mt`: the same mix on a multi-thread runtime alone (no waiters unless asked), to compare.
 //!
 //! Ground truth as in tools/demo (one JSON object per line on stdout): per kind and per
 //! CLOCK_MONOTONIC whole second, polls and resumes (polls after a Pending one) of the async
@@ -399,7 +400,7 @@ fn blocking_main(mix: Mix, workers: usize, duration: u64) {
 // Command line and main
 // ---------------------------------------------------------------------------------------------
 
-const USAGE: &str = "usage: dial9-flavours --flavour current|two|local|blocking [--workers N] \
+const USAGE: &str = "usage: dial9-flavours --flavour|--mode current|two|local|blocking|mt [--workers N] \
 [--duration SECS (0 = until killed)] [--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] \
 [--waiter-tasks N] [--cpu-iters N]";
 
@@ -427,7 +428,8 @@ fn parse_args() -> Opts {
         let val = args.next().unwrap_or_else(|| die(&format!("{} needs a value", name)));
         let num = || val.parse::<u64>().unwrap_or_else(|_| die(&format!("bad value for {}", name)));
         match name.as_str() {
-            "--flavour" => o.flavour = val.clone(),
+            // --mode as well: tests/e2e/harness.py's Demo passes the mode that way.
+            "--flavour" | "--mode" => o.flavour = val.clone(),
             "--workers" => o.workers = num().max(1) as usize,
             "--duration" => o.duration = num(),
             "--cpu-tasks" => o.mix.cpu = num(),
@@ -471,8 +473,8 @@ fn main() {
         "current" => current_main(o.mix, o.duration),
         "two" => two_main(o.mix, o.workers, o.duration),
         "local" => local_main(o.mix, o.duration),
-        "blocking" => blocking_main(o.mix, o.workers, o.duration),
-        _ => die("--flavour is current, two, local or blocking"),
+        "blocking" | "mt" => blocking_main(o.mix, o.workers, o.duration),
+        _ => die("--flavour is current, two, local, blocking or mt"),
     }
     // Held while the end line is written: no second is reported after it.
     let _n = next.lock().unwrap();
