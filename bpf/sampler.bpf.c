@@ -66,6 +66,16 @@ const volatile __u32 raw_stack_bytes = 0;
  * windows, and every estimate built on it. */
 const volatile __u64 rb_flags = 0;
 
+/* A point in a thread's time: its probe hits and capture time so far (thread_state.*_total),
+ * so that the probes' share of a later interval on the same thread is known. */
+struct mark {
+	__u64 ns;
+	__u64 hits;
+	__u64 capture_ns;
+	__u32 tid;
+	__u32 pad;
+};
+
 struct frame {
 	__u64 hdr;
 	__u64 entry_sp;
@@ -77,9 +87,9 @@ struct frame {
 	__u64 task_id;
 	__u64 park_ns;
 	__u64 runtime; /* the task's scheduler (task_scheduler), 0 when unknown */
-	/* When the wake chain that resumed this task began (on_wake): the tasks it wakes
+	/* Where the wake chain that resumed this task began (on_wake): the tasks it wakes
 	 * inherit it. */
-	__u64 origin_ns;
+	struct mark origin;
 	__u32 selected;
 	__u32 flags;
 	__u32 park_point;
@@ -105,16 +115,19 @@ struct thread_state {
 	/* This poll is left out of the hit-cost measurement (D9_CNT_FULL_*): it captured a
 	 * stack or follows one that did, and what a capture leaves in the caches is no hit's. */
 	__u32 cost_skip;
+	__u64 hits_total;	/* every probe event on the thread */
+	__u64 capture_total_ns; /* every capture on the thread */
 	struct d9_gate_time gate;
 	struct frame frames[D9_MAX_NEST];
 };
 
 struct task_state {
 	__u64 pending_ns;
-	__u32 last_park; /* where its last Pending poll parked (D9_PARK_*) */
-	__u32 flags;	 /* D9_TS_* */
-	__u64 runtime;	 /* its scheduler (task_scheduler), 0 when unknown */
-	__u64 origin_ns; /* the wake chain that woke it began then (on_wake); 0 = not seen */
+	__u32 last_park;    /* where its last Pending poll parked (D9_PARK_*) */
+	__u32 flags;	    /* D9_TS_* */
+	__u64 runtime;	    /* its scheduler (task_scheduler), 0 when unknown */
+	struct mark origin; /* the wake chain that woke it began there (on_wake); ns 0 = not seen */
+	struct mark pending; /* where its last Pending return was seen */
 };
 
 /* Woken from inside another task's poll since it last resumed (on_wake). */
@@ -485,9 +498,19 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	bpf_ringbuf_submit(s, rb_flags);
 }
 
+static __always_inline void set_mark(struct mark *m, const struct thread_state *t, __u32 tid,
+				     __u64 ns)
+{
+	m->ns = ns;
+	m->hits = t->hits_total;
+	m->capture_ns = t->capture_total_ns;
+	m->tid = tid;
+}
+
 /* Its previous entry may already hold a wake from another thread, which came after the
  * return but before this thread's next event saw it: updated, not replaced. */
-static __always_inline void task_went_pending(struct frame *f, __u64 end_ns)
+static __always_inline void task_went_pending(struct thread_state *t, struct frame *f, __u32 tid,
+					      __u64 end_ns)
 {
 	struct task_state *ts = bpf_map_lookup_elem(&tasks, &f->hdr);
 	struct task_state pending = {
@@ -495,10 +518,13 @@ static __always_inline void task_went_pending(struct frame *f, __u64 end_ns)
 
 	if (!ts) {
 		bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
-		return;
+		ts = bpf_map_lookup_elem(&tasks, &f->hdr);
+		if (!ts)
+			return;
 	}
 	ts->pending_ns = end_ns;
 	ts->last_park = f->last_park;
+	set_mark(&ts->pending, t, tid, end_ns);
 }
 
 /*
@@ -509,7 +535,8 @@ static __always_inline void task_went_pending(struct frame *f, __u64 end_ns)
  * parks. end_ns is then the time of that next event, a few hundred ns after the real return
  * on a busy worker; 0 when unknown.
  */
-static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_ns)
+static __always_inline void finish_frame(struct thread_state *t, struct frame *f, __u32 tid,
+					 __u64 end_ns)
 {
 	__u64 state = 0;
 
@@ -523,7 +550,7 @@ static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_n
 			 * notified task. It still went Pending. */
 			f->flags |= D9_SF_PENDING;
 			if (end_ns && !(f->flags & D9_SF_BLOCKING))
-				task_went_pending(f, end_ns);
+				task_went_pending(t, f, tid, end_ns);
 		}
 	}
 	if (f->selected)
@@ -537,6 +564,7 @@ static __always_inline void capture_done(struct thread_state *t, __u64 t0)
 	__u64 ns = bpf_ktime_get_ns() - t0;
 
 	t->capture_ns += ns;
+	t->capture_total_ns += ns;
 	count_add(D9_CNT_CAPTURE_NS, ns);
 }
 
@@ -562,7 +590,7 @@ static __always_inline bool pop_frames(struct thread_state *t, __u32 tid, __u64 
 			break;
 		if (f->selected && !t0)
 			t0 = bpf_ktime_get_ns();
-		finish_frame(f, tid, end_ns);
+		finish_frame(t, f, tid, end_ns);
 		t->depth = d - 1;
 	}
 	if (t0)
@@ -656,6 +684,7 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		if (!arm->lean)
 			t->gate.hits++;
 	}
+	t->hits_total++;
 	t->last_event_ns = now;
 	t->last_run_delay = run_delay;
 	t->parked = parks;
@@ -673,6 +702,8 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
 	to->capture_ns += from->capture_ns;
 	to->woken_cycle_ns += from->woken_cycle_ns;
 	to->woken_chain_ns += from->woken_chain_ns;
+	to->woken_hits += from->woken_hits;
+	to->woken_capture_ns += from->woken_capture_ns;
 	__builtin_memset(from, 0, sizeof(*from));
 }
 
@@ -747,28 +778,38 @@ static __always_inline bool task_first_seen(struct thread_state *t, struct frame
  * in lean windows, which have no wake probes to renew it.
  */
 static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
-					struct task_state *ts, bool lean, __u64 now)
+					struct task_state *ts, bool lean, __u32 tid, __u64 now)
 {
 	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
 	t->clock_driven = !t->after_yield && !(ts && (ts->flags & D9_TS_WOKEN_BY_TASK));
-	f->origin_ns = ts && ts->origin_ns ? ts->origin_ns : now;
+	if (ts && ts->origin.ns)
+		f->origin = ts->origin;
+	else
+		set_mark(&f->origin, t, tid, now);
 	if (ts && !lean) {
 		ts->flags &= ~D9_TS_WOKEN_BY_TASK;
-		ts->origin_ns = 0;
+		ts->origin.ns = 0;
 	}
 }
 
 /* A task woken by another task resumed in a window, its previous return seen: how long it
- * waited, and how much of that since its wake chain began (d9_gate_time.woken_*). */
+ * waited, how much of that since its wake chain began, and the probes' hits and captures on
+ * this thread since (d9_gate_time.woken_*). Only when the chain's start was on this thread:
+ * another thread's counts say nothing of this one's. */
 static __always_inline void chain_account(struct thread_state *t, const struct frame *f,
-					  __u64 idle_start, __u64 now)
+					  const struct task_state *ts, __u32 tid, __u64 now)
 {
-	__u64 from = f->origin_ns > idle_start ? f->origin_ns : idle_start;
+	const struct mark *from = f->origin.ns > ts->pending.ns ? &f->origin : &ts->pending;
+	__u64 idle_start = ts->pending.ns;
 
-	if (t->clock_driven || t->after_yield || now <= idle_start || from > now)
+	if (t->clock_driven || t->after_yield || now <= idle_start || from->ns > now ||
+	    from->tid != tid || t->hits_total < from->hits ||
+	    t->capture_total_ns < from->capture_ns)
 		return;
 	t->gate.woken_cycle_ns += now - idle_start;
-	t->gate.woken_chain_ns += now - from;
+	t->gate.woken_chain_ns += now - from->ns;
+	t->gate.woken_hits += t->hits_total - from->hits;
+	t->gate.woken_capture_ns += t->capture_total_ns - from->capture_ns;
 }
 
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
@@ -813,7 +854,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
 	if (!ts && task_first_seen(t, f, hdr, &fresh))
 		return 0; /* a blocking-pool task */
-	resume_kind(t, f, ts, arm->lean, now);
+	resume_kind(t, f, ts, arm->lean, tid, now);
 	gated = in_gate(arm, now);
 	if (gated && cost_measured(t))
 		count(arm->lean ? D9_CNT_LEAN_POLLS : D9_CNT_FULL_POLLS);
@@ -831,9 +872,9 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	if (!gated)
 		return 0;
 	idle_start = ts->pending_ns;
+	if (idle_start && idle_start >= arm->armed_since && ts->pending.ns == idle_start)
+		chain_account(t, f, ts, tid, now);
 	ts->pending_ns = 0;
-	if (idle_start && idle_start >= arm->armed_since)
-		chain_account(t, f, idle_start, now);
 
 	count(D9_CNT_ELIGIBLE);
 	key = t->worker_ptr ? t->worker_ptr : (tid | D9_WORKER_TID_FLAG);
@@ -913,9 +954,12 @@ static __always_inline int on_wake(__u64 hdr)
 		return 0;
 	/* By the driver, a blocking-pool thread or a thread the sampler does not follow: a
 	 * chain begins. */
-	ts->origin_ns = now;
-	if (!t)
+	if (!t) {
+		ts->origin.ns = now;
+		ts->origin.tid = 0;
 		return 0;
+	}
+	set_mark(&ts->origin, t, tid, now);
 	d = t->depth;
 	if (d <= t->run_depth || d > D9_MAX_NEST)
 		return 0;
@@ -923,7 +967,8 @@ static __always_inline int on_wake(__u64 hdr)
 	if (f->flags & D9_SF_BLOCKING)
 		return 0;
 	ts->flags |= D9_TS_WOKEN_BY_TASK;
-	ts->origin_ns = f->origin_ns ? f->origin_ns : now;
+	if (f->origin.ns)
+		ts->origin = f->origin;
 	return 0;
 }
 

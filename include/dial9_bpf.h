@@ -184,11 +184,14 @@ struct d9_gate_time {
 	 * tasks like the hits, but per sample, not per hit, so kept apart from the hits' cost. */
 	__u64 capture_ns;
 	/* In-window resumes of tasks woken by another task's poll whose previous return was
-	 * seen: their idle intervals, and the part of those since their wake chain began (the
-	 * driver's wake that started it, see sampler.bpf.c on_wake). That part waited on this
-	 * thread's polls, which the probes slow; the rest waited on a clock. */
+	 * seen on this thread: their idle intervals, the part of those since their wake chain
+	 * began (the driver's wake that started it, see sampler.bpf.c on_wake), and the probe
+	 * hits and captures of this thread during that part. The chain waited on this thread's
+	 * polls, which the probes slowed by that much; the rest waited on a clock. */
 	__u64 woken_cycle_ns;
 	__u64 woken_chain_ns;
+	__u64 woken_hits;
+	__u64 woken_capture_ns;
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */

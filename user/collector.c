@@ -337,6 +337,8 @@ int collector_handle(void *ctx, void *data, size_t size)
 		es->slowdown = collector_slowdown(&e->gate, c->hit_cost_ns);
 		w->woken_chain_ns += e->gate.woken_chain_ns;
 		w->woken_cycle_ns += e->gate.woken_cycle_ns;
+		w->woken_hits += e->gate.woken_hits;
+		w->woken_capture_ns += e->gate.woken_capture_ns;
 		return 0;
 	}
 	case D9_REC_EXEC:
@@ -389,32 +391,35 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
 }
 
 /*
- * The in-window slowdown of a task woken by another task's poll (D9_SF_WOKEN_BY_TASK): only the
- * part of its wait since its wake chain began (a driver's wake: a timer, I/O) ran behind the
- * thread's polls, which the probes slow by the worker's factor s; the rest waited on a clock,
- * which they do not. With q that part's share of the epoch's in-window waits of such tasks,
- * the factor is 1 - q (1 - s): s for a chain that never waits on a clock (a ping-pong on a busy
- * current_thread runtime), 1 for a task woken at once after a timer. q = 1 when no such wait
- * was seen whole. q is pooled over the worker's closed epochs (this one's alone when none
- * has any), s is the epoch's. On a 1-worker runtime under a channel producer paced by a 1 ms sleep,
- * channel tasks came out at 0.51-0.65 of their count left uncorrected, and at 4.4 corrected
- * by s as yields are.
+ * The in-window slowdown of a task woken by another task's poll (D9_SF_WOKEN_BY_TASK): the part
+ * of its wait since its wake chain began (a driver's wake: a timer, I/O) ran behind the
+ * thread's polls, and the probes lengthened it by their own time there (hits x cost, plus
+ * captures), counted in BPF between the chain's start and the resume on the same thread; the
+ * rest waited on a clock, which they do not lengthen. The factor is the waits without that
+ * time over the waits as seen, pooled over the worker's closed epochs (this one's alone when
+ * none has any: one epoch has few whole waits); 1 when no wait was seen whole. The worker's s
+ * does not serve here: it prices the hits of a yielding task's own polls, and a chain of tiny
+ * polls is slowed far more (on a 1-worker runtime with a producer paced by a 1 ms sleep,
+ * channel tasks came out at 0.51-0.65 of their count uncorrected, at 2-4 corrected by s).
  */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
-			      double slowdown)
+			      double hit_cost_ns)
 {
-	uint64_t chain = w ? w->woken_chain_ns : 0, cycle = w ? w->woken_cycle_ns : 0;
-	double q;
+	struct d9_gate_time sum = {};
+	double lost, f;
 
-	if (!cycle) {
-		chain = g->woken_chain_ns;
-		cycle = g->woken_cycle_ns;
+	if (w) {
+		sum.woken_cycle_ns = w->woken_cycle_ns;
+		sum.woken_hits = w->woken_hits;
+		sum.woken_capture_ns = w->woken_capture_ns;
 	}
-	q = cycle ? (double)chain / (double)cycle : 1.0;
-
-	if (q > 1.0)
-		q = 1.0;
-	return 1.0 - q * (1.0 - slowdown);
+	if (!sum.woken_cycle_ns)
+		sum = *g;
+	if (!sum.woken_cycle_ns || hit_cost_ns <= 0)
+		return 1.0;
+	lost = (double)sum.woken_hits * hit_cost_ns + (double)sum.woken_capture_ns;
+	f = 1.0 - lost / (double)sum.woken_cycle_ns;
+	return f < SLOWDOWN_FLOOR ? SLOWDOWN_FLOOR : f > 1.0 ? 1.0 : f;
 }
 
 static uint64_t mix64(uint64_t x)
@@ -572,7 +577,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
 		ts.prob *= slowdown;
 	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
-		ts.prob *= collector_woken_factor(w, &gate, slowdown);
+		ts.prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
 	if (!(ts.prob > 0))
 		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts.epoch = s->epoch;

@@ -42,7 +42,7 @@ struct worker_info {
 	uint64_t samples_window; /* for the status line */
 	/* Closed epochs' d9_gate_time.woken_*, pooled: their ratio is a property of the
 	 * workload, which one epoch's few whole waits measure poorly. */
-	uint64_t woken_chain_ns, woken_cycle_ns;
+	uint64_t woken_chain_ns, woken_cycle_ns, woken_hits, woken_capture_ns;
 	struct epoch_stat *epochs;
 	size_t nepochs;
 	size_t cap;
@@ -113,9 +113,9 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final);
 /* Adds each worker's open epoch from the map (call once at the end). */
 void collector_close_epochs(struct collector *c);
 struct worker_info *collector_worker(struct collector *c, uint64_t key);
-/* The in-window slowdown of a task woken by another task's poll, from the worker's s. */
+/* The in-window slowdown of a task woken by another task's poll (pooled over w's epochs). */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
-			      double slowdown);
+			      double hit_cost_ns);
 /* The runtime of scheduler key, added on first sight; NULL for 0 (unknown) or out of memory. */
 struct runtime_info *collector_runtime(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);

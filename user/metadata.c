@@ -75,8 +75,11 @@ static void write_workers(FILE *f, const struct collector *c)
 			i ? "," : "", w->index, w->key,
 			w->from_worker_run ? "worker_run_arg" : "thread", w->tid);
 		json_str(f, w->comm);
-		fprintf(f, ", \"samples_written\": %" PRIu64 ", \"woken_chain_share\": %s",
+		fprintf(f,
+			", \"samples_written\": %" PRIu64
+			", \"woken_factor\": %.4f, \"woken_chain_share\": %s",
 			w->samples,
+			collector_woken_factor(w, &(struct d9_gate_time){}, c->hit_cost_ns),
 			num_or_null(share, sizeof(share),
 				    w->woken_cycle_ns
 					? (double)w->woken_chain_ns / (double)w->woken_cycle_ns

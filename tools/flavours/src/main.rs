@@ -267,7 +267,9 @@ async fn channel_kind_producer(id: u64, tx: mpsc::Sender<u64>, sem: Arc<Semaphor
             Ok(p) => p,
             Err(_) => return,
         };
-        for _ in 0..16 {
+        // Short batches from several producers: windows are a few ms, and long bursts make
+        // what one catches swing widely.
+        for _ in 0..4 {
             v = v.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             if tx.send(v).await.is_err() {
                 return;
@@ -293,14 +295,15 @@ async fn waiter_kind_task(id: u64) {
     let mut x = id + 5;
     loop {
         x = tokio::task::spawn_blocking(move || {
-            let r = blocking_pool_work(x, 1_000_000);
+            let r = blocking_pool_work(x, 200_000);
             bucket_now().blocking_runs.fetch_add(1, Ordering::Relaxed);
             r
         })
         .await
         .unwrap_or(x);
         sink(x);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // Light on the pool: its threads compete with the workers for the same cores.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -421,7 +424,7 @@ fn parse_args() -> Opts {
         flavour: String::new(),
         workers: 2,
         duration: 10,
-        mix: Mix { cpu: 2, timer: 8, channel: 2, waiter: 0, cpu_iters: 20_000 },
+        mix: Mix { cpu: 2, timer: 8, channel: 4, waiter: 0, cpu_iters: 20_000 },
     };
     let mut args = std::env::args().skip(1);
     while let Some(name) = args.next() {
