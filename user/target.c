@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "demangle.h"
 #include "elf_file.h"
+#include "out_dir.h"
 #include "target.h"
 
 /* Names after demangling without the hash. Generic functions demangle the same for every
@@ -625,8 +626,9 @@ void target_close(struct target *t)
 	if (!t)
 		return;
 	if (t->lock_fd >= 0) {
-		/* Unlinked while still held: a tool waiting on this inode re-checks the path. */
-		unlink(t->lock_path);
+		/* Unlinked while still held: a tool waiting on this inode re-checks the name. */
+		unlinkat(t->lock_dir_fd, t->lock_name, 0);
+		close(t->lock_dir_fd);
 		close(t->lock_fd);
 	}
 	for (size_t i = 0; i < t->nprobes; i++)
@@ -647,26 +649,70 @@ bool target_exe_changed(const struct target *t)
 	return (uint64_t)st.st_dev != t->exe_dev || (uint64_t)st.st_ino != t->exe_ino;
 }
 
+/* Opens the lock file NAME in DFD without following or writing through what another user
+ * may have planted there: only a regular file of ours, of one link, is used; anything else is
+ * removed first. */
+static int open_lock_file(int dfd, const char *name)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		struct stat st;
+		int fd =
+		    openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+
+		if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+		    st.st_uid == geteuid())
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		if (unlinkat(dfd, name, 0) && errno != ENOENT)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static int lock_dir_open(const char *dir)
+{
+	int dfd, err;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	err = out_dir_check(dfd, dir, "lock directory (DIAL9_LOCK_DIR)");
+	if (err) {
+		close(dfd);
+		return err;
+	}
+	return dfd;
+}
+
 int target_lock(struct target *t)
 {
 	const char *dir = getenv("DIAL9_LOCK_DIR");
-	char buf[32];
+	char buf[32], name[24];
 	ssize_t n;
-	int fd;
+	int fd, dfd;
 
 	if (!dir || !*dir)
 		dir = "/run/dial9-bpf";
-	if (mkdir(dir, 0700) && errno != EEXIST)
+	dfd = lock_dir_open(dir);
+	if (dfd == -EPERM)
+		return -EPERM;
+	if (dfd < 0)
+		return 0; /* nothing to coordinate through */
+	snprintf(name, sizeof(name), "%d.lock", t->pid);
+	if (snprintf(t->lock_path, sizeof(t->lock_path), "%s/%s", dir, name) >=
+	    (int)sizeof(t->lock_path)) {
+		close(dfd);
 		return 0;
-	if (snprintf(t->lock_path, sizeof(t->lock_path), "%s/%d.lock", dir, t->pid) >=
-	    (int)sizeof(t->lock_path))
-		return 0;
+	}
 	for (int tries = 0; tries < 10; tries++) {
 		struct stat held, named;
 
-		fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		fd = open_lock_file(dfd, name);
 		if (fd < 0)
-			return 0;
+			break;
 		if (flock(fd, LOCK_EX | LOCK_NB)) {
 			int holder = 0;
 
@@ -676,6 +722,7 @@ int target_lock(struct target *t)
 				holder = atoi(buf);
 			}
 			close(fd);
+			close(dfd);
 			if (holder > 0)
 				fprintf(stderr,
 					"dial9-bpf: pid %d is already being profiled by dial9-bpf "
@@ -689,17 +736,20 @@ int target_lock(struct target *t)
 			return -EBUSY;
 		}
 		/* The holder we waited for may have unlinked the file we locked: lock the one
-		 * the path names now. */
-		if (!fstat(fd, &held) && !stat(t->lock_path, &named) &&
+		 * the name gives now. */
+		if (!fstat(fd, &held) && !fstatat(dfd, name, &named, AT_SYMLINK_NOFOLLOW) &&
 		    held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
 			n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 			if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)n, 0) != n) {
 				/* Still locked; only the holder's pid is missing from messages. */
 			}
 			t->lock_fd = fd;
+			t->lock_dir_fd = dfd;
+			snprintf(t->lock_name, sizeof(t->lock_name), "%s", name);
 			return 0;
 		}
 		close(fd);
 	}
+	close(dfd);
 	return 0;
 }

@@ -51,7 +51,9 @@ struct target {
 	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */
 	uint64_t exe_dev, exe_ino;  /* the executable at open: a change means the target exec'd */
 	int lock_fd;		    /* target_lock(); -1 if none */
+	int lock_dir_fd;	    /* the directory holding it, while held */
 	char lock_path[96];
+	char lock_name[24];
 };
 
 /* Checks the process and finds the probe points. On failure prints one line naming the
@@ -90,7 +92,8 @@ bool target_exe_changed(const struct target *t);
  * tool's pid, kept until target_close(), which removes it. Returns 0, also when no lock
  * directory can be made (nothing to coordinate through); -EBUSY after printing one line naming
  * the pid of the tool holding it. Scope: tools that share the lock directory and see the target
- * under the same pid.
+ * under the same pid. A lock directory others could swap files in is refused: -EPERM after one
+ * line.
  */
 int target_lock(struct target *t);
 const char *probe_kind_name(enum probe_kind k);
