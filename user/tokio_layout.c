@@ -38,18 +38,17 @@ static bool plausible_offset(uint64_t v)
 	return v >= 24 && v < D9_MAX_CELL_OFFSET && !(v & 7);
 }
 
-/* Only the id offset is read by the sampler, so only it decides; the trailer and scheduler
- * offsets beside it are distinct fields of the same cell, which tells a table of offsets
- * from a misread one. */
+/* Only the id offset is read by the sampler, so only it decides; the trailer offset beside it
+ * is another field of the same cell, which tells a table of offsets from a misread one. (The
+ * scheduler may be a zero-sized type, with the id's offset: blocking tasks.) */
 static void check_vtable(int fd, const struct elf_file *ef, uint64_t vt, struct task_id_layout *l)
 {
-	uint64_t trailer, sched, id;
+	uint64_t trailer, id;
 
 	l->vtables_found++;
-	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + 64, &sched) ||
-	    !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
+	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
 		return;
-	if (plausible_offset(id) && id != trailer && id != sched)
+	if (plausible_offset(id) && id != trailer)
 		l->vtables_valid++;
 }
 

@@ -116,6 +116,28 @@ def sample_fields_complete():
     return f"{ids}/{len(samples)} task ids; layout {meta['task_id_layout']}"
 
 
+@test
+def task_ids_with_large_futures():
+    """A task type whose cell holds an 8 KiB future (its trailer ~9 KiB out) does not turn
+    task ids off for every task: only the id offset the sampler reads is validated."""
+    d = Demo("--big-future-tasks", "4", "--cpu-tasks", "0", "--timer-tasks", "2",
+             "--channel-tasks", "0", "--blocking-tasks", "0")
+    try:
+        out = tempfile.mkdtemp(prefix="d9out-bigfut-")
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 3, "--output", out)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    assert meta["task_id_layout"].startswith("validated"), meta["task_id_layout"]
+    big = [s for s in read_samples(out) if "big_future_task" in " ".join(frame_names(s))]
+    assert len(big) >= 10, f"only {len(big)} samples of the large futures"
+    ids = {s["task_id"] for s in big}
+    assert None not in ids and len(ids) == 4, f"task ids of the 4 large futures: {ids}"
+    shutil.rmtree(out, ignore_errors=True)
+    return f"{len(big)} samples of 4 large futures, ids {sorted(ids)}; {meta['task_id_layout']}"
+
+
 def estimate_vs_truth(samples, meta):
     """(estimate, truth, samples) per kind over the usable epochs: whole, uncapped, calibrated."""
     d = mix_demo()
