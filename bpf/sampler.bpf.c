@@ -644,6 +644,21 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
 	__builtin_memset(from, 0, sizeof(*from));
 }
 
+/* Ids come from a global counter in spawn order, and a task is polled soon after its spawn:
+ * one whose id is below the counter's value when the window was armed had its first poll
+ * before. (A task spawned but not yet polled then is miscounted: a queue's worth of fresh
+ * tasks per window at most.) */
+static __always_inline bool spawned_before_window(__u64 hdr, const struct d9_arming *arm)
+{
+	bool ok;
+	__u64 id;
+
+	if (!arm->next_task_id)
+		return false;
+	id = read_task_id_of(hdr, &ok);
+	return ok && id < arm->next_task_id;
+}
+
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 {
 	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
@@ -700,9 +715,16 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		return 0;
 	}
 	if (!ts) {
-		/* First sight: maybe the task's first poll, which is no resume. */
+		/* First sight: the task's first poll, which is no resume, unless its id says it
+		 * was spawned before the window (a task resuming once a second is almost never
+		 * polled inside two windows). */
 		bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
-		return 0;
+		if (!spawned_before_window(hdr, arm))
+			return 0;
+		ts = bpf_map_lookup_elem(&tasks, &hdr);
+		if (!ts)
+			return 0;
+		count(D9_CNT_RESUME_BY_ID);
 	}
 	if (!gated)
 		return 0;

@@ -121,6 +121,10 @@ struct d9_arming {
 	/* Only the kept probes are in place (between windows): the next event on a thread may
 	 * come long after its poll returned, so the polls it finishes get no end time. */
 	__u64 kept_only;
+	/* Tokio's task id counter when the window was armed (0: unknown). A task first seen in
+	 * the window with a lower id was spawned, and so first polled, before: its poll is a
+	 * resume, however rarely it runs. */
+	__u64 next_task_id;
 };
 
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */
@@ -239,7 +243,8 @@ enum d9_counter {
 	D9_CNT_LEAN_POLLS,
 	D9_CNT_LEAN_HITS,
 	D9_CNT_LEAN_BUSY_NS,
-	D9_CNT_CAPTURE_NS, /* stack captures and sample writes, in windows or not */
+	D9_CNT_CAPTURE_NS,   /* stack captures and sample writes, in windows or not */
+	D9_CNT_RESUME_BY_ID, /* first seen in a window, known a resume by its task id */
 	D9_CNT_MAX,
 };
 

@@ -440,6 +440,10 @@ int main(int argc, char **argv)
 		arm.t = t;
 		arm.budget = o.overhead_budget / 100.0;
 		arm.per_worker_hz = o.per_worker_hz;
+		if (skel->rodata->read_task_id &&
+		    tokio_next_id_addr(t->elf, t, &arm.next_id_addr) && o.verbose)
+			fprintf(stderr, "dial9-bpf: Tokio's task id counter not found: a task "
+					"first seen in a window is taken for a new one\n");
 		arm.seed = o.seed;
 		arm.links.multi = links.multi;
 		err = arming_start(&arm);

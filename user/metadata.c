@@ -36,6 +36,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_LEAN_HITS] = "lean_window_yield_hits",
     [D9_CNT_LEAN_BUSY_NS] = "lean_window_yield_busy_ns",
     [D9_CNT_CAPTURE_NS] = "capture_ns",
+    [D9_CNT_RESUME_BY_ID] = "resumes_known_by_task_id",
 };
 
 static const char *worker_detection(const struct collector *c)

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/uio.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "demangle.h"
 #include "dial9_bpf.h"
 #include "elf_file.h"
+#include "proc_maps.h"
 #include "target.h"
 #include "tokio_layout.h"
 
@@ -140,4 +145,104 @@ const char *tokio_task_id_layout(const struct elf_file *ef, const struct target 
 		 l->valid ? "validated" : "unverified", l->vtables_valid, l->vtables_found,
 		 ID_OFF_FIELD, l->valid ? "" : "; task ids not read");
 	return desc;
+}
+
+/* Tokio's task id counter, `static NEXT_ID` in Id::next (1.x): a data symbol. */
+static bool is_next_id(const char *mangled)
+{
+	char *name;
+	bool yes;
+
+	if (!strstr(mangled, "NEXT_ID"))
+		return false;
+	name = demangle(mangled);
+	yes = name && strstr(name, "tokio::runtime::task::") && strstr(name, "Id") &&
+	      strlen(name) > 15 && !strcmp(name + strlen(name) - 15, "::next::NEXT_ID");
+	free(name);
+	return yes;
+}
+
+static int find_next_id_vaddr(Elf *elf, uint64_t *vaddr)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, (int)i, &sym) ||
+			    GELF_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_size != 8)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (name && is_next_id(name)) {
+				*vaddr = sym.st_value;
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+/* The runtime address of VADDR in the executable's writable data. Segments share file pages
+ * at their edges, so the mapping is the one with the data's permission, not merely one that
+ * holds its file offset. */
+static int exe_data_addr(const struct elf_file *ef, const struct target *t, uint64_t vaddr,
+			 uint64_t *addr)
+{
+	struct proc_map *maps;
+	uint64_t off;
+	size_t n;
+	int err = elf_file_vaddr_to_offset(ef, vaddr, &off);
+
+	if (!err)
+		err = proc_maps_read(t->pid, &maps, &n);
+	if (err)
+		return err;
+	err = -ENOENT;
+	for (size_t i = 0; i < n; i++) {
+		const struct proc_map *m = &maps[i];
+
+		if (!m->path || m->inode != t->exe_ino || m->perms[1] != 'w' || off < m->pgoff ||
+		    off >= m->pgoff + (m->end - m->start))
+			continue;
+		*addr = m->start + (off - m->pgoff);
+		err = 0;
+		break;
+	}
+	proc_maps_free(maps, n);
+	return err;
+}
+
+int tokio_next_id_addr(const struct elf_file *ef, const struct target *t, uint64_t *addr)
+{
+	uint64_t vaddr = 0;
+	Elf *elf;
+	int fd, err = -ENOENT;
+
+	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf) {
+		err = find_next_id_vaddr(elf, &vaddr);
+		elf_end(elf);
+	}
+	close(fd);
+	return err ? err : exe_data_addr(ef, t, vaddr, addr);
+}
+
+int tokio_next_id_read(int pid, uint64_t addr, uint64_t *value)
+{
+	struct iovec local = {.iov_base = value, .iov_len = sizeof(*value)};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof(*value)};
+
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof(*value) ? 0 : -errno;
 }

@@ -25,4 +25,14 @@ struct task_id_layout {
 const char *tokio_task_id_layout(const struct elf_file *ef, const struct target *t,
 				 struct task_id_layout *out);
 
+/*
+ * Where Tokio's task id counter (Id::next's NEXT_ID) lives in the running target: ids are
+ * handed out in spawn order from it, so a task whose id is below the value read at some time
+ * was spawned before then. Returns 0 and sets *addr, or a negative errno (-ENOENT: no such
+ * symbol).
+ */
+int tokio_next_id_addr(const struct elf_file *ef, const struct target *t, uint64_t *addr);
+/* Reads the counter's current value. Returns 0 or a negative errno. */
+int tokio_next_id_read(int pid, uint64_t addr, uint64_t *value);
+
 #endif

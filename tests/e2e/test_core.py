@@ -11,7 +11,8 @@ from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, complete_epochs, read_metada
                      run_tool, test)
 
 KIND_OF = {"cpu_kind_task": "cpu", "timer_kind_task": "timer", "channel_kind_producer": "channel",
-           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking"}
+           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking",
+           "idle_kind_task": "idle"}
 
 _cache = {}
 
@@ -158,8 +159,9 @@ def estimate_vs_truth(samples, meta):
             k = kind_of(s)
             est[k] = est.get(k, 0) + 1 / s["inclusion_probability"]
             n[k] = n.get(k, 0) + 1
-    return len(good), {k: (est.get(k, 0), sum(truth[e]["resumes"][k] for e in good), n.get(k, 0))
-                       for k in ("cpu", "timer", "channel", "blocking")}
+    return len(good), {k: (est.get(k, 0), sum(truth[e]["resumes"].get(k, 0) for e in good), n.get(k, 0))
+                       for k in ("cpu", "timer", "channel", "blocking", "idle")
+                       if k in est or any(truth[e]["resumes"].get(k) for e in good)}
 
 
 @test
