@@ -227,6 +227,9 @@ int metadata_write(const char *dir, const struct options *o, const struct target
 	json_str(f, r->stop_reason);
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
 	write_probes(f, t, r);
+	fputs("  ", f);
+	target_discovery_json(f, t);
+	fputs(",\n", f);
 	if (r->arming)
 		write_overhead(f, o, c, r);
 	write_workers(f, c);
