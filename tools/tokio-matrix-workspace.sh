@@ -36,6 +36,11 @@ else
 	exit 1
 fi
 
+# OwnedNotified (Notify::notified_owned) exists from 1.47: the demo parks in it there.
+minor=$(echo "$ver" | cut -d. -f2)
+owned=""
+[ "$minor" -ge 47 ] && owned='"owned-notify"'
+
 # A relative path to the demo's source: the workspace stays valid wherever the tree is.
 rel=$(realpath --relative-to="$dir" "$root/tools/demo/src/main.rs")
 cat >"$dir/Cargo.toml" <<TOML
@@ -53,6 +58,10 @@ path = "$rel"
 [dependencies]
 $dep
 libc = "0.2"
+
+[features]
+owned-notify = []
+default = [$owned]
 
 $patch
 

@@ -22,7 +22,8 @@ _tests = []
 
 # The demo's async fns, as stack frames name them.
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
+            "channel_kind_consumer", "blocking_kind_task", "channel_kind_notifier",
+            "channel_kind_notified")
 
 _tmpdirs = []
 _perf_home = []
@@ -218,7 +219,8 @@ def read_metadata(outdir):
 
 # The demo's task kinds by async fn, as its ground truth counts them.
 KIND_OF = {"cpu_kind_task": "cpu", "timer_kind_task": "timer", "channel_kind_producer": "channel",
-           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking"}
+           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking",
+           "channel_kind_notifier": "channel", "channel_kind_notified": "channel"}
 
 
 def frame_names(sample):

@@ -35,8 +35,10 @@ def minor(version):
 def check_release(version):
     binary = os.path.join(ROOT, "build", f"demo-tokio-{version}")
     assert os.path.exists(binary), f"{binary} missing: run make tokio-matrix"
-    # Three blocking tasks (6 resumes a second) instead of one: enough to expect samples.
-    d = Demo("--blocking-tasks", "3", binary=binary, workers=2, mode="mix")
+    # Three blocking tasks (6 resumes a second) instead of one: enough to expect samples. A
+    # Notify pair: its waiter parks in Notified, or OwnedNotified from 1.47.
+    d = Demo("--blocking-tasks", "3", "--notify-tasks", "1", binary=binary, workers=2,
+             mode="mix")
     try:
         d.wait_seconds(2)
         out = tempfile.mkdtemp(prefix=f"d9out-tokio-{version}-")
@@ -86,6 +88,19 @@ def check_release(version):
     assert yields_cpu >= 0.90 * len(yields), f"{yields_cpu}/{len(yields)} yields in cpu tasks"
     res.append(f"named {named / len(samples):.1%} of {len(samples)}, "
                f"{len(yields)} yields ({yields_cpu / len(yields):.0%} with cpu_kind_task)")
+
+    # Notify parks: at poll_notified, through OwnedNotified where the demo uses it.
+    notified = [frame_names(s) for s in samples
+                if any("channel_kind_notified" in n for n in frame_names(s))]
+    owned = minor(version) >= 47
+    at_notify = sum(1 for names in notified if "poll_notified" in names[0]
+                    and any(("OwnedNotified" in n) == owned for n in names
+                            if "Notified" in n and "poll_notified" not in n))
+    assert len(notified) >= 20, f"only {len(notified)} samples of the Notify waiter"
+    assert at_notify >= 0.90 * len(notified), \
+        f"{at_notify}/{len(notified)} Notify waits at poll_notified via " \
+        f"{'OwnedNotified' if owned else 'Notified'}: {notified[0][:4]}"
+    res.append(f"{at_notify}/{len(notified)} waits at {'OwnedNotified' if owned else 'Notified'}")
 
     # Estimates against the demo's counts; every kind named in stacks, unless so few of its
     # resumes were sampled that none is likely (under e^-6 for an expected 6).
