@@ -63,6 +63,9 @@ def check_release(version):
         assert groups[g]["probed"] >= 1, f"{g} not probed: {groups}"
     probes = meta["probes"]
     yname = disc["yield_park_point"] or ""
+    # One hit per yield: the park point is on a function only the Pending path enters.
+    ysyms = [p for p in probes["symbols"] if p["name"] == yname]
+    assert ysyms and all(p.get("pending_path_only") for p in ysyms), ysyms
     res.append(f"probes: {probes['poll_functions']} poll, {probes['park_points']} park points, "
                f"worker_park {groups['worker_park']['probed']}, yield at "
                f"{'YieldNow::poll' if 'YieldNow' in yname else yname}")
