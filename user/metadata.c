@@ -247,6 +247,9 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
 	write_probes(f, t, r);
 	write_privileges(f, dir);
+	fputs("  ", f);
+	target_discovery_json(f, t);
+	fputs(",\n", f);
 	if (r->arming)
 		write_overhead(f, o, c, r);
 	write_workers(f, c);

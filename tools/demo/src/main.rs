@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 
 // ---------------------------------------------------------------------------------------------
 // Ground-truth counters
@@ -360,6 +360,29 @@ async fn channel_kind_consumer(mut rx: mpsc::Receiver<u64>) {
     }
 }
 
+/// Wakes its waiter every millisecond through a Notify: event-driven, counted as channel.
+async fn channel_kind_notifier(notify: Arc<Notify>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        notify.notify_one();
+    }
+}
+
+/// Parks in Notify: OwnedNotified (Tokio 1.47+) when built with the owned-notify feature,
+/// Notified otherwise.
+async fn channel_kind_notified(id: u64, notify: Arc<Notify>) {
+    let mut x = id.wrapping_add(29);
+    loop {
+        #[cfg(feature = "owned-notify")]
+        notify.clone().notified_owned().await;
+        #[cfg(not(feature = "owned-notify"))]
+        notify.notified().await;
+        x = channel_kind_work(x);
+        add_work(1);
+        sink(x);
+    }
+}
+
 async fn blocking_kind_task(id: u64) {
     let mut x = id + 3;
     loop {
@@ -394,6 +417,7 @@ struct Opts {
     timer: Option<u64>,
     channel: Option<u64>,
     blocking: Option<u64>,
+    notify: u64,
     cpu_iters: Option<u64>,
     late_cpu: u64,
     late_after: u64,
@@ -403,7 +427,7 @@ struct Opts {
 }
 
 const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until killed)] \
-[--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--mode mix|hot] \
+[--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--notify-tasks PAIRS] [--mode mix|hot] \
 [--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)] \
 [--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)] \
 [--idle-tasks N (each resumes about once a second)] [--big-future-tasks N (8 KiB futures, uncounted)]";
@@ -421,6 +445,7 @@ fn parse_args() -> Opts {
         timer: None,
         channel: None,
         blocking: None,
+        notify: 0,
         cpu_iters: None,
         late_cpu: 0,
         late_after: 5,
@@ -455,6 +480,7 @@ fn parse_args() -> Opts {
             "--timer-tasks" => o.timer = Some(num()),
             "--channel-tasks" => o.channel = Some(num()),
             "--blocking-tasks" => o.blocking = Some(num()),
+            "--notify-tasks" => o.notify = num(),
             "--cpu-iters" => o.cpu_iters = Some(num()),
             "--late-cpu-tasks" => o.late_cpu = num(),
             "--late-after" => o.late_after = num(),
@@ -550,6 +576,11 @@ fn main() {
         }
         for i in 0..o.big_future {
             tokio::spawn(big_future_task(i));
+        }
+        for i in 0..o.notify {
+            let notify = Arc::new(Notify::new());
+            spawn_counted(KIND_CHANNEL, channel_kind_notifier(notify.clone()));
+            spawn_counted(KIND_CHANNEL, channel_kind_notified(i, notify));
         }
         let (late, late_after) = (o.late_cpu, o.late_after);
         if late > 0 {
