@@ -80,6 +80,7 @@ struct frame {
 	__s32 stack_bytes;
 	__u32 last_park; /* the last park point hit in this poll, selected or not */
 	__u32 pad;
+	__u64 vtable; /* the task's, when selected */
 };
 
 struct thread_state {
@@ -403,14 +404,17 @@ static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now, boo
 	return true;
 }
 
-static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok)
+/* The task's id, and its vtable (one per task type: userspace names its future by it). */
+static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok, __u64 *vtable_out)
 {
 	__u64 vtable = 0, id_off = 0, id = 0;
 
 	*ok = false;
-	if (!read_task_id)
+	*vtable_out = 0;
+	if (bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + hdr_vtable_off)))
 		return 0;
-	if (bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + hdr_vtable_off)) ||
+	*vtable_out = vtable;
+	if (!read_task_id ||
 	    bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + vtable_id_off)))
 		return 0;
 	/* The id lives in the task's Core, after the Header; ids come from a global counter. */
@@ -454,6 +458,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->worker = f->worker;
 	s->task_id = f->task_id;
 	s->task_hdr = f->hdr;
+	s->task_vtable = f->vtable;
 	s->epoch = f->epoch;
 	s->prob = f->prob;
 	s->idle_start_ns = f->idle_start_ns;
@@ -650,12 +655,12 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
  * tasks per window at most.) */
 static __always_inline bool spawned_before_window(__u64 hdr, const struct d9_arming *arm)
 {
+	__u64 id, vtable;
 	bool ok;
-	__u64 id;
 
 	if (!arm->next_task_id)
 		return false;
-	id = read_task_id_of(hdr, &ok);
+	id = read_task_id_of(hdr, &ok, &vtable);
 	return ok && id < arm->next_task_id;
 }
 
@@ -776,7 +781,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	} else {
 		f->idle_start_ns = 0;
 	}
-	f->task_id = read_task_id_of(hdr, &ok);
+	f->task_id = read_task_id_of(hdr, &ok, &f->vtable);
 	if (ok)
 		f->flags |= D9_SF_TASK_ID_OK;
 	else

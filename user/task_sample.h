@@ -11,13 +11,16 @@
 #include <stdint.h>
 
 struct task_frame {
-	uint64_t addr;	      /* runtime address: the ip for the leaf, return addresses above */
+	uint64_t addr; /* runtime address: the ip for the leaf, return addresses above */
 	/* Demangled function, NULL when unknown. name and module stay valid and unchanged while
-	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them. */
+	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them.
+	 */
 	const char *name;
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
-	bool inlined;         /* a call inlined into the next frame's function (same addr) */
+	bool inlined;	      /* a call inlined into the next frame's function (same addr) */
+	/* The outermost pseudo frame "task: FUTURE" (no address): roots every view by task type. */
+	bool task_root;
 };
 
 /* What BPF copied at the park point for DWARF unwinding (--unwind dwarf). */
@@ -30,7 +33,7 @@ struct raw_copy {
 
 struct task_sample {
 	uint64_t timestamp_ns; /* CLOCK_MONOTONIC capture time */
-	uint32_t pid, tid; /* as the tool sees them (its own pid namespace) */
+	uint32_t pid, tid;     /* as the tool sees them (its own pid namespace) */
 	/* As the target sees them, in its innermost pid namespace (containers); equal to pid and
 	 * tid when it shares the tool's namespace. */
 	uint32_t ns_pid, ns_tid;
@@ -46,6 +49,7 @@ struct task_sample {
 	bool idle_known;
 	bool capped;
 	const char *outcome;	/* "pending", "complete", "unknown" */
+	const char *future;	/* the task's future type (task_types.h), NULL when unknown */
 	const char *park_point; /* which probe captured the stack */
 	int stack_error;	/* negative errno of the stack capture, 0 if fine */
 	/*
@@ -58,7 +62,7 @@ struct task_sample {
 	uint64_t weight_idle_ns;
 	size_t nframes;
 	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
-	const struct raw_copy *raw;      /* NULL unless the stack was copied for DWARF unwinding */
+	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */
 };
 
 #endif

@@ -18,6 +18,7 @@
 	7 /* poll, schedule, dealloc, try_read_output, drop_join_handle_slow,                      \
 	     drop_abort_handle, shutdown (1.24) */
 #define ID_OFF_FIELD 72
+#define VTABLE_DEALLOC 16 /* the third entry */
 
 static bool is_poll_addr(const struct target *t, uint64_t v)
 {
@@ -46,21 +47,50 @@ static bool plausible_offset(uint64_t v)
 /* Only the id offset is read by the sampler, so only it decides; the trailer offset beside it
  * is another field of the same cell, which tells a table of offsets from a misread one. (The
  * scheduler may be a zero-sized type, with the id's offset: blocking tasks.) */
-static void check_vtable(int fd, const struct elf_file *ef, uint64_t vt, struct task_id_layout *l)
+static bool vtable_valid(int fd, const struct elf_file *ef, uint64_t vt)
 {
 	uint64_t trailer, id;
 
-	l->vtables_found++;
 	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
-		return;
-	if (plausible_offset(id) && id != trailer)
-		l->vtables_valid++;
+		return false;
+	return plausible_offset(id) && id != trailer;
 }
 
-/* PIE: vtable entries are R_X86_64_RELATIVE relocations whose addend is the function. */
-static void scan_relocs(int fd, Elf *elf, const struct elf_file *ef, const struct target *t,
-			struct task_id_layout *l)
+static int add_vtable(struct tokio_vtables *v, uint64_t vaddr, uint64_t poll, uint64_t dealloc)
 {
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 32;
+		struct tokio_vtable *p = realloc(v->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		v->v = p;
+		v->cap = cap;
+	}
+	v->v[v->n++] = (struct tokio_vtable){vaddr, poll, dealloc};
+	return 0;
+}
+
+static int cmp_rela(const void *a, const void *b)
+{
+	const GElf_Rela *x = a, *y = b;
+
+	return x->r_offset < y->r_offset ? -1 : x->r_offset > y->r_offset;
+}
+
+/* The RELATIVE relocation at OFFSET (an entry of a PIE's vtable), or NULL. */
+static const GElf_Rela *rela_at(const GElf_Rela *r, size_t n, uint64_t offset)
+{
+	GElf_Rela key = {.r_offset = offset};
+
+	return bsearch(&key, r, n, sizeof(*r), cmp_rela);
+}
+
+/* PIE: every RELATIVE relocation, sorted by the address it fills. */
+static int read_relocs(Elf *elf, GElf_Rela **out, size_t *nout)
+{
+	GElf_Rela *r = NULL;
+	size_t n = 0, cap = 0;
 	Elf_Scn *scn = NULL;
 
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -70,30 +100,62 @@ static void scan_relocs(int fd, Elf *elf, const struct elf_file *ef, const struc
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
 			continue;
 		data = elf_getdata(scn, NULL);
-		if (!data)
-			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Rela r;
+		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Rela e;
 
-			if (!gelf_getrela(data, (int)i, &r))
+			if (!gelf_getrela(data, (int)i, &e))
 				break;
-			if (GELF_R_TYPE(r.r_info) == R_X86_64_RELATIVE &&
-			    is_poll_addr(t, (uint64_t)r.r_addend))
-				check_vtable(fd, ef, r.r_offset, l);
+			if (GELF_R_TYPE(e.r_info) != R_X86_64_RELATIVE)
+				continue;
+			if (n == cap) {
+				GElf_Rela *p =
+				    realloc(r, (cap = cap ? 2 * cap : 1024) * sizeof(*r));
+
+				if (!p) {
+					free(r);
+					return -ENOMEM;
+				}
+				r = p;
+			}
+			r[n++] = e;
 		}
 	}
+	qsort(r, n, sizeof(*r), cmp_rela);
+	*out = r;
+	*nout = n;
+	return 0;
+}
+
+/* PIE: vtable entries are R_X86_64_RELATIVE relocations whose addend is the function. */
+static int scan_relocs(Elf *elf, const struct target *t, struct tokio_vtables *v)
+{
+	GElf_Rela *r = NULL;
+	size_t n = 0;
+	int err = read_relocs(elf, &r, &n);
+
+	for (size_t i = 0; !err && i < n; i++) {
+		const GElf_Rela *d;
+
+		if (!is_poll_addr(t, (uint64_t)r[i].r_addend))
+			continue;
+		d = rela_at(r, n, r[i].r_offset + VTABLE_DEALLOC);
+		err = add_vtable(v, r[i].r_offset, (uint64_t)r[i].r_addend,
+				 d ? (uint64_t)d->r_addend : 0);
+	}
+	free(r);
+	return err;
 }
 
 /* Non-PIE: the vtable holds the absolute address; look for it in read-only data. */
-static void scan_data(int fd, Elf *elf, const struct elf_file *ef, const struct target *t,
-		      struct task_id_layout *l)
+static int scan_data(Elf *elf, const struct target *t, struct tokio_vtables *v)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
+	int err = 0;
 
 	if (elf_getshdrstrndx(elf, &shstrndx))
-		return;
-	while ((scn = elf_nextscn(elf, scn))) {
+		return -EINVAL;
+	while (!err && (scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *data;
 		const char *name;
@@ -106,37 +168,69 @@ static void scan_data(int fd, Elf *elf, const struct elf_file *ef, const struct 
 		data = elf_getdata(scn, NULL);
 		if (!data || !data->d_buf)
 			continue;
-		for (size_t off = 0; off + 8 <= data->d_size; off += 8) {
-			uint64_t v;
+		for (size_t off = 0; !err && off + 8 <= data->d_size; off += 8) {
+			uint64_t poll, dealloc = 0;
 
-			memcpy(&v, (char *)data->d_buf + off, 8);
-			if (is_poll_addr(t, v))
-				check_vtable(fd, ef, sh.sh_addr + off, l);
+			memcpy(&poll, (char *)data->d_buf + off, 8);
+			if (!is_poll_addr(t, poll))
+				continue;
+			if (off + VTABLE_DEALLOC + 8 <= data->d_size)
+				memcpy(&dealloc, (char *)data->d_buf + off + VTABLE_DEALLOC, 8);
+			err = add_vtable(v, sh.sh_addr + off, poll, dealloc);
 		}
 	}
+	return err;
+}
+
+int tokio_vtables_find(const struct target *t, struct tokio_vtables *v)
+{
+	Elf *elf;
+	int fd, err = -EINVAL;
+
+	*v = (struct tokio_vtables){0};
+	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf) {
+		err = scan_relocs(elf, t, v);
+		if (!err && !v->n)
+			err = scan_data(elf, t, v);
+		elf_end(elf);
+	}
+	close(fd);
+	if (err)
+		tokio_vtables_free(v);
+	return err;
+}
+
+void tokio_vtables_free(struct tokio_vtables *v)
+{
+	free(v->v);
+	*v = (struct tokio_vtables){0};
 }
 
 const char *tokio_task_id_layout(const struct elf_file *ef, const struct target *t,
 				 struct task_id_layout *l)
 {
 	static char desc[160];
-	Elf *elf;
+	struct tokio_vtables v;
 	int fd;
 
 	memset(l, 0, sizeof(*l));
 	l->hdr_vtable_off = 16;
 	l->vtable_id_off = ID_OFF_FIELD;
 	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 || tokio_vtables_find(t, &v)) {
+		if (fd >= 0)
+			close(fd);
 		return "unverified: executable unreadable; task ids not read";
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf) {
-		scan_relocs(fd, elf, ef, t, l);
-		if (!l->vtables_found)
-			scan_data(fd, elf, ef, t, l);
-		elf_end(elf);
 	}
+	for (size_t i = 0; i < v.n; i++)
+		l->vtables_valid += vtable_valid(fd, ef, v.v[i].vaddr);
+	l->vtables_found = (uint32_t)v.n;
+	tokio_vtables_free(&v);
 	close(fd);
 	/* Every vtable must agree: one odd table means the layout is not what we think. */
 	l->valid = l->vtables_found > 0 && l->vtables_valid == l->vtables_found;

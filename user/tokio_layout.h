@@ -20,6 +20,22 @@ struct task_id_layout {
 	uint32_t vtables_valid;
 };
 
+/* A task vtable of the executable (link-time addresses): one per task type, its future T and
+ * scheduler S; its first entry is raw::poll<T,S>, its third raw::dealloc<T,S>. */
+struct tokio_vtable {
+	uint64_t vaddr, poll, dealloc; /* dealloc 0: not found */
+};
+
+struct tokio_vtables {
+	struct tokio_vtable *v;
+	size_t n, cap;
+};
+
+/* Every task vtable: the tables whose first entry is one of the target's raw::poll instances.
+ * Returns 0 or a negative errno. */
+int tokio_vtables_find(const struct target *t, struct tokio_vtables *v);
+void tokio_vtables_free(struct tokio_vtables *v);
+
 /* Finds the task vtables (the tables whose first entry is a raw::poll instance) and checks
  * their id_offset fields. Returns a description for metadata.json (static storage). */
 const char *tokio_task_id_layout(const struct elf_file *ef, const struct target *t,
