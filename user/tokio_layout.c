@@ -182,24 +182,40 @@ static int scan_data(Elf *elf, const struct target *t, struct tokio_vtables *v)
 	return err;
 }
 
-int tokio_vtables_find(const struct target *t, struct tokio_vtables *v)
+/* Runs SCAN over the target's executable opened with libelf; -EINVAL when it is no ELF. */
+static int scan_exe(const struct target *t,
+		    int (*scan)(Elf *elf, const struct target *t, void *ctx), void *ctx)
 {
 	Elf *elf;
 	int fd, err = -EINVAL;
 
-	*v = (struct tokio_vtables){0};
 	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (elf) {
-		err = scan_relocs(elf, t, v);
-		if (!err && !v->n)
-			err = scan_data(elf, t, v);
+		err = scan(elf, t, ctx);
 		elf_end(elf);
 	}
 	close(fd);
+	return err;
+}
+
+static int scan_vtables(Elf *elf, const struct target *t, void *ctx)
+{
+	struct tokio_vtables *v = ctx;
+	int err = scan_relocs(elf, t, v);
+
+	return !err && !v->n ? scan_data(elf, t, v) : err;
+}
+
+int tokio_vtables_find(const struct target *t, struct tokio_vtables *v)
+{
+	int err;
+
+	*v = (struct tokio_vtables){0};
+	err = scan_exe(t, scan_vtables, v);
 	if (err)
 		tokio_vtables_free(v);
 	return err;
@@ -314,22 +330,17 @@ static int exe_data_addr(const struct elf_file *ef, const struct target *t, uint
 	return err;
 }
 
+static int scan_next_id(Elf *elf, const struct target *t, void *ctx)
+{
+	(void)t;
+	return find_next_id_vaddr(elf, ctx);
+}
+
 int tokio_next_id_addr(const struct elf_file *ef, const struct target *t, uint64_t *addr)
 {
 	uint64_t vaddr = 0;
-	Elf *elf;
-	int fd, err = -ENOENT;
+	int err = scan_exe(t, scan_next_id, &vaddr);
 
-	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf) {
-		err = find_next_id_vaddr(elf, &vaddr);
-		elf_end(elf);
-	}
-	close(fd);
 	return err ? err : exe_data_addr(ef, t, vaddr, addr);
 }
 
