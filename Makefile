@@ -189,3 +189,4 @@ bench-perf-cost: $(BUILD)/gapmeter
 	/usr/bin/python3 tools/bench-perf-cost.py $(BENCH_ARGS)
 
 .PHONY: bench-perf-cost
+include mk/tokio-matrix.mk

@@ -96,6 +96,7 @@ struct frame {
 	__s32 stack_bytes;
 	__u32 last_park; /* the last park point hit in this poll, selected or not */
 	__u32 pad;
+	__u64 vtable; /* the task's, when selected */
 };
 
 struct thread_state {
@@ -430,14 +431,17 @@ static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now, boo
 	return true;
 }
 
-static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok)
+/* The task's id, and its vtable (one per task type: userspace names its future by it). */
+static __always_inline __u64 read_task_id_of(__u64 hdr, bool *ok, __u64 *vtable_out)
 {
 	__u64 vtable = 0, id_off = 0, id = 0;
 
 	*ok = false;
-	if (!read_task_id)
+	*vtable_out = 0;
+	if (bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + hdr_vtable_off)))
 		return 0;
-	if (bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + hdr_vtable_off)) ||
+	*vtable_out = vtable;
+	if (!read_task_id ||
 	    bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + vtable_id_off)))
 		return 0;
 	/* The id lives in the task's Core, after the Header; ids come from a global counter. */
@@ -481,6 +485,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->worker = f->worker;
 	s->task_id = f->task_id;
 	s->task_hdr = f->hdr;
+	s->task_vtable = f->vtable;
 	s->epoch = f->epoch;
 	s->prob = f->prob;
 	s->idle_start_ns = f->idle_start_ns;
@@ -812,6 +817,21 @@ static __always_inline void chain_account(struct thread_state *t, const struct f
 	t->gate.woken_capture_ns += t->capture_total_ns - from->capture_ns;
 }
 
+/* Ids come from a global counter in spawn order, and a task is polled soon after its spawn:
+ * one whose id is below the counter's value when the window was armed had its first poll
+ * before. (A task spawned but not yet polled then is miscounted: a queue's worth of fresh
+ * tasks per window at most.) */
+static __always_inline bool spawned_before_window(__u64 hdr, const struct d9_arming *arm)
+{
+	__u64 id, vtable;
+	bool ok;
+
+	if (!arm->next_task_id)
+		return false;
+	id = read_task_id_of(hdr, &ok, &vtable);
+	return ok && id < arm->next_task_id;
+}
+
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 {
 	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
@@ -865,9 +885,17 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 			f->last_park = ts->last_park;
 		return 0;
 	}
-	/* First sight: maybe the task's first poll, which is no resume. */
-	if (!ts)
-		return 0;
+	if (!ts) {
+		/* First sight (task_first_seen remembered it): the task's first poll, which is no
+		 * resume, unless its id says it was spawned before the window (a task resuming
+		 * once a second is almost never polled inside two windows). */
+		if (!spawned_before_window(hdr, arm))
+			return 0;
+		ts = bpf_map_lookup_elem(&tasks, &hdr);
+		if (!ts)
+			return 0;
+		count(D9_CNT_RESUME_BY_ID);
+	}
 	f->runtime = ts->runtime;
 	if (!gated)
 		return 0;
@@ -923,7 +951,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	} else {
 		f->idle_start_ns = 0;
 	}
-	f->task_id = read_task_id_of(hdr, &ok);
+	f->task_id = read_task_id_of(hdr, &ok, &f->vtable);
 	if (ok)
 		f->flags |= D9_SF_TASK_ID_OK;
 	else

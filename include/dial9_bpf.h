@@ -126,6 +126,10 @@ struct d9_arming {
 	/* Only the kept probes are in place (between windows): the next event on a thread may
 	 * come long after its poll returned, so the polls it finishes get no end time. */
 	__u64 kept_only;
+	/* Tokio's task id counter when the window was armed (0: unknown). A task first seen in
+	 * the window with a lower id was spawned, and so first polled, before: its poll is a
+	 * resume, however rarely it runs. */
+	__u64 next_task_id;
 };
 
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */
@@ -146,8 +150,9 @@ struct d9_sample {
 	__u64 worker;
 	__u64 task_id;
 	__u64 task_hdr;
-	__u64 epoch; /* CLOCK_MONOTONIC second */
-	__u64 prob;  /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
+	__u64 task_vtable; /* its task type's vtable; 0 when unread */
+	__u64 epoch;	   /* CLOCK_MONOTONIC second */
+	__u64 prob;	   /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
 	__u64 idle_start_ns;
 	__u64 idle_end_ns; /* = start of the resuming poll */
 	__u64 poll_end_ns;
@@ -260,6 +265,7 @@ enum d9_counter {
 	D9_CNT_LEAN_HITS,
 	D9_CNT_LEAN_BUSY_NS,
 	D9_CNT_CAPTURE_NS,     /* stack captures and sample writes, in windows or not */
+	D9_CNT_RESUME_BY_ID,   /* first seen in a window, known a resume by its task id */
 	D9_CNT_BLOCKING_POLLS, /* polls of blocking-pool tasks, kept out of the sampling */
 	D9_CNT_MAX,
 };

@@ -17,6 +17,7 @@
 #include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
+#include "tokio_layout.h"
 
 #define NSEC 1000000000ULL
 #define MAX_WINDOWS_PER_SEC 4
@@ -206,7 +207,13 @@ static void set_window_kept(struct arming *a, uint64_t start, uint64_t end, doub
 	    .lean = lean,
 	    .kept_only = kept_only,
 	};
+	uint64_t next_id;
 	uint32_t zero = 0;
+
+	/* Read as the window is armed: tasks with lower ids had their first poll before it. */
+	if (a->next_id_addr && duty < 1.0 && !kept_only &&
+	    !tokio_next_id_read(a->t->pid, a->next_id_addr, &next_id))
+		w.next_task_id = next_id;
 
 	bpf_map__update_elem(a->skel->maps.arming, &zero, sizeof(zero), &w, sizeof(w), BPF_ANY);
 }

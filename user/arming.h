@@ -79,6 +79,7 @@ struct arming {
 	/* set before arming_start */
 	struct sampler_bpf *skel;
 	struct target *t;	/* its probes' hit counts and order are updated here */
+	uint64_t next_id_addr;	/* Tokio's task id counter in the target; 0: unknown */
 	double budget;		/* fraction of the target's CPU, 1.0 = always armed */
 	uint32_t per_worker_hz; /* samples wanted per worker per second: duty needs no more */
 	struct probe_cost cost;

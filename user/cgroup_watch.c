@@ -644,6 +644,8 @@ static void child_argv(const struct watch *w, const struct profile *p, const cha
 		argv[a++] = "--quiet";
 	if (o->verbose)
 		argv[a++] = "--verbose";
+	if (o->no_task_root)
+		argv[a++] = "--no-task-root";
 	argv[a] = NULL;
 #undef ARG
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collector.h"
+#include "task_types.h"
 #include "symbolize.h"
 #include "unwind_dwarf.h"
 #include "target.h"
@@ -521,6 +522,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
 	const uint64_t *pcs = (const uint64_t *)s->stack;
 	struct task_sample ts = {};
+	struct task_type *type;
 	struct run_thread *rt;
 	struct d9_gate_time gate;
 	double slowdown;
@@ -554,14 +556,20 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 			unwinder_inline_frames(c->unw, pcs[i], i > 0, inl, MAX_INLINE, &ninl);
 		/* Innermost inlined call first, the function that contains them last. */
 		for (size_t k = 0; k + 1 < ninl && n < MAX_FRAMES_OUT; k++)
-			frames[n++] = (struct task_frame){pcs[i], inl[k].name, si.module,
-							  si.file_offset, true};
+			frames[n++] = (struct task_frame){pcs[i],	  inl[k].name, si.module,
+							  si.file_offset, true,	       false};
 		if (n < MAX_FRAMES_OUT)
-			frames[n++] = (struct task_frame){pcs[i],
-							  name	 ? name
-							  : ninl ? inl[ninl - 1].name
-								 : NULL,
-							  si.module, si.file_offset, false};
+			frames[n++] = (struct task_frame){
+			    pcs[i],    name ? name : ninl ? inl[ninl - 1].name : NULL,
+			    si.module, si.file_offset,
+			    false,     false};
+	}
+	type = c->types && s->task_vtable ? task_types_find(c->types, s->task_vtable) : NULL;
+	if (type) {
+		ts.future = type->name;
+		type->samples++;
+		if (c->task_root && n < MAX_FRAMES_OUT)
+			frames[n++] = (struct task_frame){.name = type->root, .task_root = true};
 	}
 	nframes = n;
 	ts.timestamp_ns = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;

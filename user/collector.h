@@ -13,6 +13,7 @@
 #include "writer.h"
 
 struct symbolizer;
+struct task_types;
 struct unwinder;
 
 #include "unwind_dwarf.h"
@@ -75,6 +76,10 @@ struct collector {
 	void *open_epoch_ctx;
 	double hit_cost_ns; /* what one probe hit costs the target, kept current by the loader */
 	bool target_exec;   /* the target exec'd (D9_REC_EXEC) */
+	/* The target's task types, to name each sample's future; task_root: root every stack
+	 * with a "task: FUTURE" frame (--no-task-root leaves it out). */
+	struct task_types *types;
+	bool task_root;
 
 	struct worker_info *workers;
 	size_t nworkers;

@@ -184,9 +184,13 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 		json_buf_lit(b, ",\"stack_error\":");
 		json_buf_i64(b, s->stack_error);
 	}
+	json_buf_lit(b, ",\"future\":");
+	put_frame_str(jw, s->future);
 	json_buf_lit(b, ",\"stack\":[");
-	for (size_t i = 0; i < s->nframes; i++) {
-		if (i)
+	for (size_t i = 0, k = 0; i < s->nframes; i++) {
+		if (s->frames[i].task_root)
+			continue; /* "future" says it */
+		if (k++)
 			json_buf_lit(b, ",");
 		json_buf_lit(b, "{\"addr\":\"0x");
 		json_buf_hex(b, s->frames[i].addr);

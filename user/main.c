@@ -35,6 +35,7 @@
 #include "sampler.skel.h"
 #include "symbolize.h"
 #include "target.h"
+#include "task_types.h"
 #include "tokio_layout.h"
 #include "unwind_dwarf.h"
 
@@ -296,6 +297,7 @@ int main(int argc, char **argv)
 	struct collector col = {};
 	struct rb_slice slice = {.col = &col, .arm = &arm, .deadline_ns = UINT64_MAX};
 	struct out_dir outdir = {.fd = -1};
+	struct task_types types = {0};
 	struct writer writers[8];
 	size_t nwriters = 0;
 	bool dir_created = false, running = false, need_xol, tty = isatty(STDERR_FILENO);
@@ -391,6 +393,13 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	collector_init(&col, o.pid, writers, nwriters, sym, read_open_epoch, skel);
+	err = task_types_load(t->elf, t, &types);
+	if (err)
+		fprintf(stderr,
+			"dial9-bpf: failed to find the task types: %s: samples name no future\n",
+			strerror(-err));
+	col.types = &types;
+	col.task_root = !o.no_task_root;
 	if (o.unwind == D9_UNWIND_DWARF) {
 		col.unw = unwinder_new(o.pid);
 		if (!col.unw)
@@ -440,6 +449,10 @@ int main(int argc, char **argv)
 		arm.t = t;
 		arm.budget = o.overhead_budget / 100.0;
 		arm.per_worker_hz = o.per_worker_hz;
+		if (skel->rodata->read_task_id &&
+		    tokio_next_id_addr(t->elf, t, &arm.next_id_addr) && o.verbose)
+			fprintf(stderr, "dial9-bpf: Tokio's task id counter not found: a task "
+					"first seen in a window is taken for a new one\n");
 		arm.seed = o.seed;
 		arm.links.multi = links.multi;
 		err = arming_start(&arm);
@@ -582,6 +595,7 @@ cleanup:
 	ring_buffer__free(rb);
 	unwinder_free(col.unw);
 	collector_free(&col);
+	task_types_free(&types);
 	symbolizer_free(sym);
 	sampler_bpf__destroy(skel);
 	target_close(t);

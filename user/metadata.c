@@ -14,6 +14,7 @@
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
+#include "task_types.h"
 #include "target.h"
 #include "unwind_dwarf.h"
 
@@ -36,6 +37,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_LEAN_HITS] = "lean_window_yield_hits",
     [D9_CNT_LEAN_BUSY_NS] = "lean_window_yield_busy_ns",
     [D9_CNT_CAPTURE_NS] = "capture_ns",
+    [D9_CNT_RESUME_BY_ID] = "resumes_known_by_task_id",
     [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
 };
 
@@ -210,6 +212,24 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	pthread_mutex_unlock(&a->lock);
 }
 
+/* Each task type: its vtable, the future it runs and how that was named. */
+static void write_task_types(FILE *f, const struct task_types *tt)
+{
+	fputs("  \"task_types\": [", f);
+	for (size_t i = 0; tt && i < tt->n; i++) {
+		const struct task_type *y = &tt->v[i];
+
+		fprintf(f,
+			"%s\n    {\"vtable\": \"0x%" PRIx64 "\", \"poll\": \"0x%" PRIx64
+			"\", \"future\": ",
+			i ? "," : "", y->vtable, y->poll);
+		json_str(f, y->name);
+		fprintf(f, ", \"named_by\": \"%s\", \"samples\": %" PRIu64 "}", y->method,
+			y->samples);
+	}
+	fputs("\n  ],\n", f);
+}
+
 /* What the sampling loop still held, and who the outputs were handed to. */
 static void write_privileges(FILE *f, const struct out_dir *dir)
 {
@@ -277,6 +297,10 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
 	write_probes(f, t, r);
 	write_privileges(f, dir);
+	write_task_types(f, c->types);
+	fputs("  ", f);
+	target_discovery_json(f, t);
+	fputs(",\n", f);
 	if (r->arming)
 		write_overhead(f, o, c, r);
 	write_workers(f, c);

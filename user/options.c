@@ -50,6 +50,7 @@ enum {
 	OPT_STACK_SIZE,
 	OPT_CGROUP,
 	OPT_CONTAINER,
+	OPT_NO_TASK_ROOT,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -77,6 +78,10 @@ static const struct argp_option argp_opts[] = {
      "User stack copied per sample for dwarf unwinding (default 16384, max 32768)", 0},
     {"format", OPT_FORMAT, "LIST", 0,
      "Outputs, comma separated: jsonl,perf,pprof,folded,flamegraph or all (default all)", 0},
+    {"no-task-root", OPT_NO_TASK_ROOT, NULL, 0,
+     "Leave out the root frame naming each sample's task future (\"task: my_app::handler::"
+     "{{closure}}\") in pprof, folded and the flamegraph",
+     0},
     {"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},
     {"quiet", 'q', NULL, 0, "No status line", 0},
     {},
@@ -183,6 +188,9 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad_usage("invalid --cap-burst '%s': give an integer from 1 to %llu", arg,
 				  D9_MAX_BURST);
 		o->cap_burst = v;
+		break;
+	case OPT_NO_TASK_ROOT:
+		o->no_task_root = true;
 		break;
 	case OPT_SEED:
 		if (parse_u64(arg, &v))

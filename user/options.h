@@ -32,10 +32,11 @@ struct options {
 	bool seed_set;
 	uint64_t seed;
 	enum { D9_UNWIND_AUTO, D9_UNWIND_FP, D9_UNWIND_DWARF } unwind;
-	uint32_t stack_size; /* bytes of user stack copied for DWARF unwinding */
+	uint32_t stack_size;	/* bytes of user stack copied for DWARF unwinding */
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
+	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
 
 	/* Supervisor mode (cgroup_watch.c) instead of --pid: every Tokio process in a cgroup. */
 	const char *cgroup_path;  /* --cgroup */

@@ -74,30 +74,33 @@ static bool trusted_owner(uid_t owner, uid_t me)
 	return owner == 0 || owner == me;
 }
 
-/* One line for each way a directory can be unsafe to write into as root. */
-static int check_dir(const struct out_dir *d, uid_t me)
+int out_dir_check(int fd, const char *path, const char *role)
 {
+	uid_t me;
+	gid_t gid;
+	bool give;
 	struct stat st;
 
-	if (fstat(d->fd, &st)) {
-		fprintf(stderr, "dial9-bpf: failed to inspect output directory '%s': %s\n", d->path,
+	out_owner(&give, &me, &gid);
+	if (fstat(fd, &st)) {
+		fprintf(stderr, "dial9-bpf: failed to inspect %s '%s': %s\n", role, path,
 			strerror(errno));
 		return -errno;
 	}
 	if (!trusted_owner(st.st_uid, me)) {
 		fprintf(stderr,
-			"dial9-bpf: refusing output directory '%s': it belongs to uid %u, not to "
-			"you or root, so its owner could swap the files root writes there: choose "
-			"another --output directory or chown it\n",
-			d->path, (unsigned)st.st_uid);
+			"dial9-bpf: refusing %s '%s': it belongs to uid %u, not to you or root, so "
+			"its owner could swap the files root writes there: choose another "
+			"directory or chown it\n",
+			role, path, (unsigned)st.st_uid);
 		return -EPERM;
 	}
 	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
 		fprintf(stderr,
-			"dial9-bpf: refusing output directory '%s': it is %s-writable without the "
-			"sticky bit, so anyone could swap the files root writes there: chmod go-w "
-			"it or choose another --output directory\n",
-			d->path, (st.st_mode & S_IWOTH) ? "world" : "group");
+			"dial9-bpf: refusing %s '%s': it is %s-writable without the sticky bit, so "
+			"others could swap the files root writes there: chmod go-w it or choose "
+			"another directory\n",
+			role, path, (st.st_mode & S_IWOTH) ? "world" : "group");
 		return -EPERM;
 	}
 	return 0;
@@ -165,7 +168,7 @@ static int open_or_make(struct out_dir *d, int dirfd, const char *name, uid_t me
 			d->path, strerror(errno));
 		return err;
 	}
-	err = check_dir(d, me);
+	err = out_dir_check(d->fd, d->path, "output directory");
 	return err ? err : lock_dir(d);
 }
 

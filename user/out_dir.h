@@ -29,6 +29,10 @@ void out_owner(bool *give, uid_t *uid, gid_t *gid);
  * safe for root to write into, and takes a lock so that two runs never write one directory.
  * Prints one line naming the path, the problem and the fix; returns 0 or a negative errno. */
 int out_dir_open(struct out_dir *d, const char *path, bool *created);
+/* Refuses (one line naming ROLE, PATH, the problem and the fix; -EPERM) a directory that
+ * another non-root user owns or that is group- or world-writable without the sticky bit:
+ * whoever can swap its entries could make root write elsewhere. */
+int out_dir_check(int fd, const char *path, const char *role);
 /* The same for NAME inside an open output directory (one per process with --cgroup). */
 int out_dir_open_at(struct out_dir *d, const struct out_dir *parent, const char *name,
 		    bool *created);

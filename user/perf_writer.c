@@ -403,7 +403,7 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 	if (pw->err)
 		return pw->err;
 	for (size_t i = 0; i < s->nframes; i++) {
-		if (s->frames[i].inlined)
+		if (s->frames[i].inlined || s->frames[i].task_root)
 			continue;
 		if (!nframes++)
 			leaf = s->frames[i].addr;
@@ -444,7 +444,7 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 		if (n)
 			put_u64(&r, PERF_CONTEXT_USER);
 		for (size_t i = 0, k = 0; i < s->nframes && k < n; i++) {
-			if (!s->frames[i].inlined) {
+			if (!s->frames[i].inlined && !s->frames[i].task_root) {
 				put_u64(&r, s->frames[i].addr);
 				k++;
 			}

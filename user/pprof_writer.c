@@ -280,7 +280,9 @@ static int pprof_sample(struct writer *w, const struct task_sample *s)
 	}
 	if (s->nframes) {
 		for (size_t i = 0; i < s->nframes; i++)
-			pw->ids[i] = location_id(pw, &s->frames[i], i, NULL);
+			pw->ids[i] = s->frames[i].task_root
+					 ? location_id(pw, NULL, i, s->frames[i].name)
+					 : location_id(pw, &s->frames[i], i, NULL);
 	} else {
 		pw->ids[0] = location_id(pw, NULL, 0, stack_missing_name(s->stack_error));
 	}

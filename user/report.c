@@ -35,7 +35,6 @@
 #include "out_dir.h"
 #include "report.h"
 
-
 #define REPORT_MAX_KEY_BYTES (64u << 20)
 #define REPORT_SHOWN_FRAMES 3
 #define REPORT_TOP_STACKS 10
@@ -84,6 +83,14 @@ struct stack_ent {
 	double idle_ns; /* sum of weight_idle_ns: estimated time parked */
 };
 
+/* Estimates by task type: the future each task was spawned with. */
+#define MAX_TYPES 1024
+struct type_sum {
+	char *future; /* NULL: samples without one (no task type found) */
+	uint64_t samples;
+	double count, idle_ns;
+};
+
 /* Stack key tags: what the shown frames are. */
 #define TAG_USER 'u' /* innermost frames outside the runtime */
 #define TAG_LEAF 'l' /* only runtime frames: the innermost named one */
@@ -124,6 +131,9 @@ struct report {
 	uint64_t other_samples;
 	double other_count, other_idle;
 	uint64_t truncated_line; /* the skipped last line, 0 if none */
+	struct type_sum *types;
+	size_t ntypes;
+	struct type_sum other_types; /* past MAX_TYPES */
 
 	struct json_tokener *tok;
 	char *buf; /* line reader: REPORT_LINE_MAX + 1 bytes */
@@ -201,6 +211,9 @@ void report_free(struct report *r)
 	free(r->ents);
 	free(r->slots);
 	free(r->workers);
+	for (size_t i = 0; i < r->ntypes; i++)
+		free(r->types[i].future);
+	free(r->types);
 	free(r->buf);
 	json_tokener_free(r->tok);
 	free(r);
@@ -845,6 +858,30 @@ static int stack_get(struct report *r, const char *key, size_t keylen, struct st
 	return 0;
 }
 
+/* The sums of FUTURE's task type (NULL future: its own row); past MAX_TYPES, one "other" row. */
+static struct type_sum *type_get(struct report *r, const char *future)
+{
+	struct type_sum *t;
+
+	for (size_t i = 0; i < r->ntypes; i++) {
+		t = &r->types[i];
+		if (future ? t->future && !strcmp(t->future, future) : !t->future)
+			return t;
+	}
+	if (r->ntypes == MAX_TYPES)
+		return &r->other_types;
+	t = realloc(r->types, (r->ntypes + 1) * sizeof(*t));
+	if (!t)
+		return &r->other_types;
+	r->types = t;
+	t = &r->types[r->ntypes];
+	*t = (struct type_sum){.future = future ? strdup(future) : NULL};
+	if (future && !t->future)
+		return &r->other_types;
+	r->ntypes++;
+	return t;
+}
+
 static struct worker_sum *find_worker(struct report *r, int64_t index)
 {
 	struct worker_sum key = {.index = index};
@@ -860,8 +897,9 @@ static int take_sample(struct report *r, json_object *obj, struct perr *e)
 {
 	uint64_t epoch, wcount, widle;
 	int64_t worker, stack_error = 0;
-	const char *park, *outcome = NULL;
+	const char *park, *outcome = NULL, *future = NULL;
 	struct stack_ent *ent = NULL;
+	struct type_sum *type;
 	struct worker_sum *w;
 	json_object *stack;
 	bool capped;
@@ -880,6 +918,7 @@ static int take_sample(struct report *r, json_object *obj, struct perr *e)
 	    get_u64(e, "", obj, "weight_count", false, 0, MAX_WEIGHT_COUNT, &wcount) ||
 	    get_u64(e, "", obj, "weight_idle_ns", false, 0, MAX_WEIGHT_IDLE, &widle) ||
 	    get_i64(e, "", obj, "stack_error", true, -4095, 0, &stack_error) ||
+	    get_str(e, "", obj, "future", true, true, &future) ||
 	    get_typed(e, "", obj, "stack", false, json_type_array, &stack))
 		return -1;
 	if (strlen(park) > PARK_NAME_MAX)
@@ -905,6 +944,10 @@ static int take_sample(struct report *r, json_object *obj, struct perr *e)
 		r->other_count += (double)wcount;
 		r->other_idle += (double)widle;
 	}
+	type = type_get(r, future);
+	type->samples++;
+	type->count += (double)wcount;
+	type->idle_ns += (double)widle;
 	w = find_worker(r, worker);
 	if (w)
 		w->samples_seen++;
@@ -1148,6 +1191,44 @@ static void print_stacks(const struct report *r, FILE *out)
 	free(order);
 }
 
+static int by_type_count(const void *a, const void *b)
+{
+	const struct type_sum *x = a, *y = b;
+
+	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
+}
+
+static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
+			   FILE *out)
+{
+	fprintf(out, "  %5.1f%%  %12.0f  %11.3f  %7" PRIu64 "  ", pct(t->count, r->total_count),
+		t->count, t->idle_ns / 1e9, t->samples);
+	put_clean(out, name, 160);
+	fputc('\n', out);
+}
+
+/* Estimates per task type, most resumes first. Sorting a copy keeps the report const. */
+static void print_types(const struct report *r, FILE *out)
+{
+	struct type_sum *v;
+
+	if (!r->ntypes || (r->ntypes == 1 && !r->types[0].future))
+		return; /* no sample named a future: an older file, or no task types found */
+	v = malloc(r->ntypes * sizeof(*v));
+	if (!v)
+		return;
+	memcpy(v, r->types, r->ntypes * sizeof(*v));
+	qsort(v, r->ntypes, sizeof(*v), by_type_count);
+	fputs("\nBy task type (the future each task was spawned with):\n"
+	      "   share  est. resumes  est. idle s  samples  future\n",
+	      out);
+	for (size_t i = 0; i < r->ntypes; i++)
+		print_type_row(r, &v[i], v[i].future ? v[i].future : "(unknown)", out);
+	if (r->other_types.samples)
+		print_type_row(r, &r->other_types, "(other types)", out);
+	free(v);
+}
+
 static void print_workers(const struct report *r, FILE *out)
 {
 	fprintf(out,
@@ -1249,6 +1330,7 @@ void report_print(const struct report *r, const char *dir, FILE *out)
 	if (r->have_meta)
 		print_run(r, dir, out);
 	print_stacks(r, out);
+	print_types(r, out);
 	if (r->have_meta) {
 		print_workers(r, out);
 		print_counters(r, out);
@@ -1466,8 +1548,9 @@ static int report_processes(const char *dir, const char *path)
 	if (!root)
 		return 1;
 	if (get_typed(&e, "", root, "processes", false, json_type_array, &procs)) {
-		fprintf(stderr, "dial9-bpf: %s: %s: the file is damaged or not written by "
-				"dial9-bpf\n",
+		fprintf(stderr,
+			"dial9-bpf: %s: %s: the file is damaged or not written by "
+			"dial9-bpf\n",
 			path, err);
 		json_object_put(root);
 		return 1;
@@ -1489,8 +1572,9 @@ static int report_processes(const char *dir, const char *path)
 		    get_i64(&e, "processes[]", p, "exit_code", false, -1, 255, &code)) {
 			if (!json_object_is_type(p, json_type_object))
 				fail(&e, "processes[%zu] is not an object", i);
-			fprintf(stderr, "dial9-bpf: %s: %s: the file is damaged or not written by "
-					"dial9-bpf\n",
+			fprintf(stderr,
+				"dial9-bpf: %s: %s: the file is damaged or not written by "
+				"dial9-bpf\n",
 				path, err);
 			rc = 1;
 			break;
@@ -1499,8 +1583,9 @@ static int report_processes(const char *dir, const char *path)
 		if (!*subdir || strchr(subdir, '/') || !strcmp(subdir, ".") ||
 		    !strcmp(subdir, "..") ||
 		    snprintf(sub, sizeof(sub), "%s/%s", dir, subdir) >= (int)sizeof(sub)) {
-			fprintf(stderr, "dial9-bpf: %s: processes[%zu].subdir is not a directory "
-					"name: the file is damaged\n",
+			fprintf(stderr,
+				"dial9-bpf: %s: processes[%zu].subdir is not a directory "
+				"name: the file is damaged\n",
 				path, i);
 			rc = 1;
 			break;

@@ -11,47 +11,104 @@
 #include <unistd.h>
 #include "demangle.h"
 #include "elf_file.h"
+#include "json.h"
+#include "out_dir.h"
 #include "target.h"
 
 /* Names after demangling without the hash. Generic functions demangle the same for every
- * instance in legacy mangling, and with "::<...>" appended in v0 mangling. */
+ * instance in legacy mangling, and with "::<...>" appended in v0 mangling. Several Tokio
+ * releases are covered: a name absent from a release is simply not found. */
 static const struct {
 	const char *name;
 	enum probe_kind kind;
 	uint32_t cookie;
+	enum probe_group group;
 	int prefix; /* match "name" or "name::<" / "name<" */
 } probe_names[] = {
-    {"tokio::runtime::task::raw::poll", PROBE_POLL, 0, 1},
-    {"tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0, 1},
-    {"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, 0},
-    {"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, 0},
-    {"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0, 0},
-    {"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0, 0},
+    {"tokio::runtime::task::raw::poll", PROBE_POLL, 0, PG_POLL, 1},
+    {"tokio::runtime::task::raw::dealloc", PROBE_DEALLOC, 0, PG_DEALLOC, 1},
+    {"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, PG_WORKER_RUN, 0},
+    {"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, PG_WORKER_RUN, 0},
+    /* The worker parks: park_timeout up to 1.48, park_internal (the same function renamed)
+     * from 1.49; park and park_yield call one of them, and are probed where not inlined. */
+    {"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
+    {"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
+    {"tokio::runtime::scheduler::multi_thread::worker::Context::park_internal", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
+    {"tokio::runtime::scheduler::multi_thread::worker::Context::park_yield", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
     /* A current_thread runtime parks its block_on thread here: park_yield when tasks yielded
-     * (it then runs the timer and I/O drivers without blocking), park when it has nothing to
-     * run. Outside every task poll either way. */
-    {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, 0},
-    {"tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE, 0, 0},
+     * (it then runs the drivers without blocking), park when it has nothing to run. Outside
+     * every task poll either way. */
+    {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
+    {"tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
     /* Park points: the outermost Tokio resource polls, where a task stores its waker and
      * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
      * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
     {"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK, D9_PARK_LEAF,
-     0},
+     PG_SLEEP, 0},
     {"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll", PROBE_PARK,
-     D9_PARK_LEAF, 0},
+     D9_PARK_LEAF, PG_ACQUIRE, 0},
+    /* Notified::poll and OwnedNotified::poll (1.47+) start with an instruction the kernel
+     * single-steps (dropped as too costly), and both go through poll_notified: a method of
+     * Notified up to 1.46, of NotifiedProject, shared by the two, from 1.47. */
     {"<tokio::sync::notify::Notified as core::future::future::Future>::poll", PROBE_PARK,
-     D9_PARK_LEAF, 0},
-    {"tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK, D9_PARK_LEAF, 0},
-    {"tokio::runtime::io::registration::Registration::poll_ready", PROBE_PARK, D9_PARK_LEAF, 0},
+     D9_PARK_LEAF, PG_NOTIFIED, 0},
+    {"<tokio::sync::notify::OwnedNotified as core::future::future::Future>::poll", PROBE_PARK,
+     D9_PARK_LEAF, PG_NOTIFIED, 0},
+    {"tokio::sync::notify::Notified::poll_notified", PROBE_PARK, D9_PARK_LEAF, PG_NOTIFIED, 0},
+    {"tokio::sync::notify::NotifiedProject::poll_notified", PROBE_PARK, D9_PARK_LEAF, PG_NOTIFIED,
+     0},
+    {"tokio::sync::task::atomic_waker::AtomicWaker::register_by_ref", PROBE_PARK, D9_PARK_LEAF,
+     PG_ATOMIC_WAKER, 0},
+    {"tokio::runtime::io::registration::Registration::poll_ready", PROBE_PARK, D9_PARK_LEAF, PG_IO,
+     0},
     {"<tokio::runtime::task::join::JoinHandle<*> as core::future::future::Future>::poll",
-     PROBE_PARK, D9_PARK_LEAF, 0},
+     PROBE_PARK, D9_PARK_LEAF, PG_JOIN, 0},
+    /* Yields: YieldNow::poll up to 1.49 (a poll_fn closure inlined into the caller from 1.50);
+     * the runtime's defer, which only a yield's Pending path enters: context::defer from 1.29
+     * (also on cooperative budget exhaustion from 1.44, a yield too), and the scheduler's
+     * Defer::defer that it ends in (place_yield_probes chooses one). */
     {"<tokio::task::yield_now::yield_now::*::YieldNow as core::future::future::Future>::poll",
-     PROBE_PARK, D9_PARK_YIELD, 0},
+     PROBE_PARK, D9_PARK_YIELD, PG_YIELD, 0},
+    {"tokio::runtime::scheduler::defer::Defer::defer", PROBE_PARK, D9_PARK_YIELD, PG_YIELD, 0},
+    {"tokio::runtime::context::defer", PROBE_PARK, D9_PARK_YIELD, PG_YIELD, 0},
     /* Not park points: where a task is woken, to tell a task woken by another task's poll
      * from one woken by the driver (sampler.bpf.c, resume_kind). Optional like them. */
-    {"tokio::runtime::task::waker::wake_by_val", PROBE_PARK, D9_PARK_WAKE, 0},
-    {"tokio::runtime::task::waker::wake_by_ref", PROBE_PARK, D9_PARK_WAKE, 0},
+    {"tokio::runtime::task::waker::wake_by_val", PROBE_PARK, D9_PARK_WAKE, PG_WAKE, 0},
+    {"tokio::runtime::task::waker::wake_by_ref", PROBE_PARK, D9_PARK_WAKE, PG_WAKE, 0},
 };
+
+/* What a missing group costs, for the one line at start and metadata. Required groups are
+ * in every multi-thread Tokio program; the others only in programs that use them. */
+static const struct {
+	const char *name;
+	bool required;
+	const char *without;
+} groups[PG_MAX] = {
+    [PG_POLL] = {"task_poll", true, "nothing can be sampled"},
+    [PG_DEALLOC] = {"task_dealloc", true, "freed tasks stay in the task map until it fills"},
+    [PG_WORKER_RUN] = {"worker_run", true, "workers are told apart by thread only"},
+    [PG_WORKER_PARK] = {"worker_park", true,
+			"a worker's idle time is not seen: a poll lasts until its thread's next"},
+    [PG_YIELD] = {"yield", true, "resumes after a yield have no park point or stack"},
+    [PG_SLEEP] = {"sleep", false, "Sleep parks have no park point or stack"},
+    [PG_ACQUIRE] = {"acquire", false, "semaphore, mutex and bounded channel parks have no stack"},
+    [PG_NOTIFIED] = {"notified", false, "Notify parks have no park point or stack"},
+    [PG_ATOMIC_WAKER] = {"atomic_waker", false, "channel receive parks have no stack"},
+    [PG_IO] = {"io", false, "I/O parks have no park point or stack"},
+    [PG_JOIN] = {"join_handle", false, "JoinHandle parks have no park point or stack"},
+    [PG_WAKE] = {"wake", true,
+		 "tasks woken by another task's poll get no in-window slowdown correction"},
+};
+
+const char *probe_group_name(enum probe_group g)
+{
+	return g < PG_MAX ? groups[g].name : "?";
+}
 
 const char *probe_kind_name(enum probe_kind k)
 {
@@ -97,7 +154,8 @@ static const char *normalize(const char *dm, char *buf, size_t len)
 	return buf;
 }
 
-int target_classify_symbol(const char *name, enum probe_kind *kind, uint32_t *cookie)
+/* The probe_names entry a demangled name matches, or -1. */
+static int classify(const char *name)
 {
 	char buf[512];
 	const char *dm = normalize(name, buf, sizeof(buf));
@@ -114,20 +172,27 @@ int target_classify_symbol(const char *name, enum probe_kind *kind, uint32_t *co
 			if (len < pre + suf || strncmp(dm, probe_names[i].name, pre) ||
 			    strcmp(dm + len - suf, star + 1))
 				continue;
-			*kind = probe_names[i].kind;
-			*cookie = probe_names[i].cookie;
-			return 1;
+			return (int)i;
 		}
 		if (strncmp(dm, probe_names[i].name, n))
 			continue;
 		if (dm[n] &&
 		    !(probe_names[i].prefix && (dm[n] == '<' || !strncmp(dm + n, "::<", 3))))
 			continue;
-		*kind = probe_names[i].kind;
-		*cookie = probe_names[i].cookie;
-		return 1;
+		return (int)i;
 	}
-	return 0;
+	return -1;
+}
+
+int target_classify_symbol(const char *name, enum probe_kind *kind, uint32_t *cookie)
+{
+	int i = classify(name);
+
+	if (i < 0)
+		return 0;
+	*kind = probe_names[i].kind;
+	*cookie = probe_names[i].cookie;
+	return 1;
 }
 
 /* Cheap filter before demangling: only symbols that can name a tokio item. */
@@ -216,13 +281,16 @@ static int check_process(struct target *t)
 }
 
 static int add_probe(struct target *t, size_t *cap, const struct elf_sym *sym, const char *dm,
-		     enum probe_kind kind, uint32_t cookie)
+		     int entry)
 {
+	enum probe_kind kind = probe_names[entry].kind;
+	uint32_t cookie = probe_names[entry].cookie;
 	struct probe_spec *p;
 	uint64_t off;
 
 	if (elf_file_vaddr_to_offset(t->elf, sym->addr, &off))
 		return 0; /* not in a loaded segment: nothing to probe */
+	t->found[probe_names[entry].group]++;
 	for (size_t i = 0; i < t->nprobes; i++)
 		if (t->probes[i].offset == off && t->probes[i].kind == kind)
 			return 0; /* aliases of one function */
@@ -239,6 +307,7 @@ static int add_probe(struct target *t, size_t *cap, const struct elf_sym *sym, c
 	*p = (struct probe_spec){
 	    .kind = kind,
 	    .cookie = cookie,
+	    .group = probe_names[entry].group,
 	    .vaddr = sym->addr,
 	    .offset = off,
 	    /* Until the hit counts say otherwise (arming.c). */
@@ -254,19 +323,16 @@ static int add_probe(struct target *t, size_t *cap, const struct elf_sym *sym, c
 static int scan_syms(struct target *t, const struct elf_sym *syms, size_t n, size_t *cap)
 {
 	for (size_t i = 0; i < n; i++) {
-		enum probe_kind kind;
-		uint32_t cookie;
+		int entry, err;
 		char *dm;
-		int err;
 
 		if (!maybe_tokio(syms[i].name))
 			continue;
 		dm = demangle(syms[i].name);
 		if (!dm)
 			return -ENOMEM;
-		err = target_classify_symbol(dm, &kind, &cookie)
-			  ? add_probe(t, cap, &syms[i], dm, kind, cookie)
-			  : 0;
+		entry = classify(dm);
+		err = entry >= 0 ? add_probe(t, cap, &syms[i], dm, entry) : 0;
 		free(dm);
 		if (err)
 			return err;
@@ -408,17 +474,37 @@ static const struct elf_sym *sole_function_at(const struct elf_file *ef, uint64_
 	return s;
 }
 
+/* Whether a probe at the entry of the function at vaddr can stand for its call site in the
+ * caller (at_callee): its first instruction is one the kernel emulates, and push %rbp where
+ * stacks come from frame pointers, the one at which x86's perf_callchain_user adds the return
+ * address at [sp] (bpf_get_stack then skips the callee's own frame). */
+static bool callee_probe_ok(const struct target *t, int fd, uint64_t vaddr, uint64_t *off)
+{
+	unsigned char first[4];
+
+	return !elf_file_vaddr_to_offset(t->elf, vaddr, off) &&
+	       pread(fd, first, sizeof(first), (off_t)*off) == (ssize_t)sizeof(first) &&
+	       !probe_insn_needs_xol(first, sizeof(first)) &&
+	       !(t->keeps_frame_pointers && first[0] != 0x55);
+}
+
+static void remove_probe(struct target *t, size_t i)
+{
+	t->count[t->probes[i].kind]--;
+	free(t->probes[i].name);
+	memmove(&t->probes[i], &t->probes[i + 1], (t->nprobes - i - 1) * sizeof(*t->probes));
+	t->nprobes--;
+}
+
 /*
  * YieldNow::poll is entered twice per yield: once to return Pending, and again when the task
  * resumes, to return Ready. Its entry probe costs a third of all hits on a worker that yields,
  * and the Ready hit says nothing. Only the Pending path hands the waker to the runtime's defer
- * list, through a call of its own (LocalKey::with for with_defer's closure in Tokio 1.x); the
+ * list, through a call of its own (LocalKey::with for with_defer's closure in Tokio 1.24); the
  * park point moves to that callee's entry, and the program steps out of it (D9_COOKIE_CALLEE).
  * The callee is found among the direct calls in YieldNow::poll's code and must be a function
  * of its own (merged functions share names), called from nowhere else in the executable (other
- * callers would count as yields), whose first instruction the kernel emulates: push %rbp where
- * stacks come from frame pointers, the one at which x86's perf_callchain_user adds the return
- * address at [sp] (bpf_get_stack then skips the callee's own frame). Otherwise the probe stays at
+ * callers would count as yields), that callee_probe_ok() accepts. Otherwise the probe stays at
  * the entry.
  */
 static void move_yield_to_pending_path(struct target *t, int fd)
@@ -426,7 +512,7 @@ static void move_yield_to_pending_path(struct target *t, int fd)
 	for (size_t i = 0; i < t->nprobes; i++) {
 		struct probe_spec *p = &t->probes[i];
 		const struct elf_sym *fn = elf_file_lookup(t->elf, p->vaddr), *callee;
-		unsigned char code[512], first[4];
+		unsigned char code[512];
 		uint64_t targets[8], off;
 		size_t len, n;
 
@@ -442,10 +528,7 @@ static void move_yield_to_pending_path(struct target *t, int fd)
 			bool ok;
 
 			callee = sole_function_at(t->elf, targets[k]);
-			if (!callee || elf_file_vaddr_to_offset(t->elf, callee->addr, &off) ||
-			    pread(fd, first, sizeof(first), (off_t)off) != (ssize_t)sizeof(first) ||
-			    probe_insn_needs_xol(first, sizeof(first)) ||
-			    (t->keeps_frame_pointers && first[0] != 0x55))
+			if (!callee || !callee_probe_ok(t, fd, callee->addr, &off))
 				continue;
 			dm = demangle(callee->name);
 			ok = dm && target_is_yield_pending_callee(dm);
@@ -459,6 +542,59 @@ static void move_yield_to_pending_path(struct target *t, int fd)
 			break;
 		}
 	}
+}
+
+/* probe_names' index of the runtime's defer function a probe is on, innermost first: 0 for
+ * Defer::defer, 1 for context::defer; -1 for any other probe. */
+static int defer_rank(const struct probe_spec *p)
+{
+	static const char *const defers[] = {"tokio::runtime::scheduler::defer::Defer::defer",
+					     "tokio::runtime::context::defer"};
+	int i = classify(p->name);
+
+	for (int r = 0; i >= 0 && r < 2; r++)
+		if (!strcmp(probe_names[i].name, defers[r]))
+			return r;
+	return -1;
+}
+
+/*
+ * One yield park point per yield. Tokio 1.29+ hands a yielding task's waker to the runtime's
+ * defer (context::defer, then the scheduler's Defer::defer), entered on nothing but a yield's
+ * Pending path: yield_now, and from 1.44 cooperative budget exhaustion, which resumes the same
+ * way. From 1.50 yield_now is a poll_fn closure inlined into its caller, with no function of
+ * its own to probe. So the park point is Defer::defer's entry where it can stand for its call
+ * site (callee_probe_ok), else context::defer's: every defer ends in Defer::defer, even from
+ * the callers into which context::defer is inlined, and the stack is taken from the caller.
+ * Then YieldNow::poll and the other defer would only count the same yield twice. Without
+ * either (Tokio 1.24 inlines the defer into a LocalKey::with closure), YieldNow::poll's probe
+ * moves to its Pending path's callee (move_yield_to_pending_path).
+ */
+static void place_yield_probes(struct target *t, int fd)
+{
+	ssize_t chosen = -1;
+	uint64_t off;
+
+	for (int r = 0; r < 2 && chosen < 0; r++)
+		for (size_t i = 0; i < t->nprobes && chosen < 0; i++)
+			if (t->probes[i].kind == PROBE_PARK && defer_rank(&t->probes[i]) == r &&
+			    callee_probe_ok(t, fd, t->probes[i].vaddr, &off))
+				chosen = (ssize_t)i;
+	for (size_t i = t->nprobes; i-- > 0;) {
+		struct probe_spec *p = &t->probes[i];
+
+		if (p->kind != PROBE_PARK || p->cookie != D9_PARK_YIELD)
+			continue;
+		if ((ssize_t)i == chosen) {
+			p->xol = false;
+			p->at_callee = true;
+		} else if (chosen >= 0 || defer_rank(p) >= 0) {
+			remove_probe(t, i);
+			chosen -= chosen > (ssize_t)i;
+		}
+	}
+	if (chosen < 0)
+		move_yield_to_pending_path(t, fd);
 }
 
 static void classify_insns(struct target *t)
@@ -479,7 +615,7 @@ static void classify_insns(struct target *t)
 	 * with force-frame-pointers has them on every one, a default release build on none. */
 	t->keeps_frame_pointers = t->nprobes && fp * 10 >= t->nprobes * 9;
 	if (fd >= 0) {
-		move_yield_to_pending_path(t, fd);
+		place_yield_probes(t, fd);
 		close(fd);
 	}
 }
@@ -500,6 +636,81 @@ static void drop_costly_park_points(struct target *t)
 		t->probes[j++] = t->probes[i];
 	}
 	t->nprobes = j;
+}
+
+size_t target_group_probes(const struct target *t, enum probe_group g)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nprobes; i++)
+		n += t->probes[i].group == g;
+	return n;
+}
+
+bool target_group_missing(const struct target *t, enum probe_group g)
+{
+	return g < PG_MAX && !target_group_probes(t, g) && (groups[g].required || t->found[g]);
+}
+
+/* One line when a group is missing, naming what each costs and what still works, rather
+ * than sampling without it silently: a Tokio release this tool does not know yet. */
+static void report_discovery(const struct target *t)
+{
+	char line[2048];
+	size_t len = 0;
+	const char *sep = "";
+
+	for (int g = 0; g < PG_MAX; g++) {
+		if (!target_group_missing(t, (enum probe_group)g))
+			continue;
+		len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
+					"%s%s (%s)", sep, groups[g].name, groups[g].without);
+		sep = ", ";
+	}
+	if (!len)
+		return;
+	sep = "";
+	len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
+				"; still working:");
+	for (int g = 0; g < PG_MAX; g++) {
+		if (!target_group_probes(t, (enum probe_group)g))
+			continue;
+		len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
+					"%s %s", sep, groups[g].name);
+		sep = ",";
+	}
+	fprintf(stderr,
+		"dial9-bpf: %s (pid %d): Tokio functions not found, an unknown Tokio release? "
+		"missing %s\n",
+		t->exe_path, t->pid, line);
+}
+
+void target_discovery_json(FILE *f, const struct target *t)
+{
+	const char *sep = "";
+
+	fputs("\"discovery\": {\"missing\": [", f);
+	for (int g = 0; g < PG_MAX; g++) {
+		if (!target_group_missing(t, (enum probe_group)g))
+			continue;
+		fprintf(f, "%s{\"group\": \"%s\", \"effect\": ", sep, groups[g].name);
+		json_str(f, groups[g].without);
+		fputc('}', f);
+		sep = ", ";
+	}
+	fputs("],\n    \"groups\": {", f);
+	for (int g = 0; g < PG_MAX; g++)
+		fprintf(f, "%s\"%s\": {\"found\": %zu, \"probed\": %zu, \"required\": %s}",
+			g ? ", " : "", groups[g].name, t->found[g],
+			target_group_probes(t, (enum probe_group)g),
+			groups[g].required ? "true" : "false");
+	fputs("},\n    \"yield_park_point\": ", f);
+	sep = NULL;
+	for (size_t i = 0; i < t->nprobes && !sep; i++)
+		if (t->probes[i].group == PG_YIELD)
+			sep = t->probes[i].name;
+	json_str(f, sep);
+	fputc('}', f);
 }
 
 int target_open(int pid, struct target **out)
@@ -552,6 +763,7 @@ int target_open(int pid, struct target **out)
 	}
 	classify_insns(t);
 	drop_costly_park_points(t);
+	report_discovery(t);
 	*out = t;
 	return 0;
 fail:
@@ -636,8 +848,9 @@ void target_close(struct target *t)
 	if (!t)
 		return;
 	if (t->lock_fd >= 0) {
-		/* Unlinked while still held: a tool waiting on this inode re-checks the path. */
-		unlink(t->lock_path);
+		/* Unlinked while still held: a tool waiting on this inode re-checks the name. */
+		unlinkat(t->lock_dir_fd, t->lock_name, 0);
+		close(t->lock_dir_fd);
 		close(t->lock_fd);
 	}
 	for (size_t i = 0; i < t->nprobes; i++)
@@ -658,26 +871,70 @@ bool target_exe_changed(const struct target *t)
 	return (uint64_t)st.st_dev != t->exe_dev || (uint64_t)st.st_ino != t->exe_ino;
 }
 
+/* Opens the lock file NAME in DFD without following or writing through what another user
+ * may have planted there: only a regular file of ours, of one link, is used; anything else is
+ * removed first. */
+static int open_lock_file(int dfd, const char *name)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		struct stat st;
+		int fd =
+		    openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+
+		if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+		    st.st_uid == geteuid())
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		if (unlinkat(dfd, name, 0) && errno != ENOENT)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static int lock_dir_open(const char *dir)
+{
+	int dfd, err;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	err = out_dir_check(dfd, dir, "lock directory (DIAL9_LOCK_DIR)");
+	if (err) {
+		close(dfd);
+		return err;
+	}
+	return dfd;
+}
+
 int target_lock(struct target *t)
 {
 	const char *dir = getenv("DIAL9_LOCK_DIR");
-	char buf[32];
+	char buf[32], name[24];
 	ssize_t n;
-	int fd;
+	int fd, dfd;
 
 	if (!dir || !*dir)
 		dir = "/run/dial9-bpf";
-	if (mkdir(dir, 0700) && errno != EEXIST)
+	dfd = lock_dir_open(dir);
+	if (dfd == -EPERM)
+		return -EPERM;
+	if (dfd < 0)
+		return 0; /* nothing to coordinate through */
+	snprintf(name, sizeof(name), "%d.lock", t->pid);
+	if (snprintf(t->lock_path, sizeof(t->lock_path), "%s/%s", dir, name) >=
+	    (int)sizeof(t->lock_path)) {
+		close(dfd);
 		return 0;
-	if (snprintf(t->lock_path, sizeof(t->lock_path), "%s/%d.lock", dir, t->pid) >=
-	    (int)sizeof(t->lock_path))
-		return 0;
+	}
 	for (int tries = 0; tries < 10; tries++) {
 		struct stat held, named;
 
-		fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		fd = open_lock_file(dfd, name);
 		if (fd < 0)
-			return 0;
+			break;
 		if (flock(fd, LOCK_EX | LOCK_NB)) {
 			int holder = 0;
 
@@ -687,6 +944,7 @@ int target_lock(struct target *t)
 				holder = atoi(buf);
 			}
 			close(fd);
+			close(dfd);
 			if (holder > 0)
 				fprintf(stderr,
 					"dial9-bpf: pid %d is already being profiled by dial9-bpf "
@@ -700,17 +958,20 @@ int target_lock(struct target *t)
 			return -EBUSY;
 		}
 		/* The holder we waited for may have unlinked the file we locked: lock the one
-		 * the path names now. */
-		if (!fstat(fd, &held) && !stat(t->lock_path, &named) &&
+		 * the name gives now. */
+		if (!fstat(fd, &held) && !fstatat(dfd, name, &named, AT_SYMLINK_NOFOLLOW) &&
 		    held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
 			n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 			if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)n, 0) != n) {
 				/* Still locked; only the holder's pid is missing from messages. */
 			}
 			t->lock_fd = fd;
+			t->lock_dir_fd = dfd;
+			snprintf(t->lock_name, sizeof(t->lock_name), "%s", name);
 			return 0;
 		}
 		close(fd);
 	}
+	close(dfd);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "dial9_bpf.h"
 
 struct elf_file;
@@ -19,9 +20,28 @@ enum probe_kind {
 	PROBE_IDLE,	  /* the worker parks: its thread's polls have all returned */
 };
 
+/* What a probe stands for, to say what discovery found and what it missed (one line at start,
+ * "discovery" in metadata.json). */
+enum probe_group {
+	PG_POLL,
+	PG_DEALLOC,
+	PG_WORKER_RUN,
+	PG_WORKER_PARK,
+	PG_YIELD,
+	PG_SLEEP,
+	PG_ACQUIRE,
+	PG_NOTIFIED,
+	PG_ATOMIC_WAKER,
+	PG_IO,
+	PG_JOIN,
+	PG_WAKE, /* task::waker::wake_by_val/wake_by_ref (D9_PARK_WAKE) */
+	PG_MAX,
+};
+
 struct probe_spec {
 	enum probe_kind kind;
 	uint32_t cookie;
+	enum probe_group group;
 	uint64_t vaddr;
 	uint64_t offset; /* uprobe file offset */
 	char *name;	 /* demangled */
@@ -47,11 +67,14 @@ struct target {
 	size_t *order; /* probes by recent hits, most first (NULL: as listed) */
 	bool ranked;   /* some window's hits were counted: hot and cold are measured, not guessed */
 	size_t count[PROBE_IDLE + 1];
+	size_t found[PG_MAX];	    /* functions found per group, probed or not */
 	size_t park_points_skipped; /* single-stepped instructions: too costly per hit */
 	bool keeps_frame_pointers;  /* its functions set up rbp: frame-pointer stacks are whole */
 	uint64_t exe_dev, exe_ino;  /* the executable at open: a change means the target exec'd */
 	int lock_fd;		    /* target_lock(); -1 if none */
+	int lock_dir_fd;	    /* the directory holding it, while held */
 	char lock_path[96];
+	char lock_name[24];
 };
 
 /* Checks the process and finds the probe points. On failure prints one line naming the
@@ -90,10 +113,21 @@ bool target_exe_changed(const struct target *t);
  * tool's pid, kept until target_close(), which removes it. Returns 0, also when no lock
  * directory can be made (nothing to coordinate through); -EBUSY after printing one line naming
  * the pid of the tool holding it. Scope: tools that share the lock directory and see the target
- * under the same pid.
+ * under the same pid. A lock directory others could swap files in is refused: -EPERM after one
+ * line.
  */
 int target_lock(struct target *t);
 const char *probe_kind_name(enum probe_kind k);
+const char *probe_group_name(enum probe_group g);
+
+/* Probes kept in group g. */
+size_t target_group_probes(const struct target *t, enum probe_group g);
+/* Whether group g is missing: none of its functions is probed, and it is one every
+ * multi-thread Tokio program has, or one found in this executable but not probed. */
+bool target_group_missing(const struct target *t, enum probe_group g);
+/* Writes the "discovery" member of metadata.json (no trailing comma or newline): missing
+ * groups, functions found and probed per group, what still works. */
+void target_discovery_json(FILE *f, const struct target *t);
 const char *park_point_name(uint32_t cookie);
 
 /* Whether the kernel single-steps the instruction starting with these bytes when probed (x86

@@ -19,6 +19,8 @@ struct task_frame {
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
 	bool inlined;	      /* a call inlined into the next frame's function (same addr) */
+	/* The outermost pseudo frame "task: FUTURE" (no address): roots every view by task type. */
+	bool task_root;
 };
 
 /* What BPF copied at the park point for DWARF unwinding (--unwind dwarf). */
@@ -51,6 +53,7 @@ struct task_sample {
 	bool idle_known;
 	bool capped;
 	const char *outcome;	/* "pending", "complete", "unknown" */
+	const char *future;	/* the task's future type (task_types.h), NULL when unknown */
 	const char *park_point; /* which probe captured the stack */
 	int stack_error;	/* negative errno of the stack capture, 0 if fine */
 	/*

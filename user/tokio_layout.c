@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/uio.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include "demangle.h"
 #include "dial9_bpf.h"
 #include "elf_file.h"
+#include "proc_maps.h"
 #include "target.h"
 #include "tokio_layout.h"
 
@@ -13,6 +18,7 @@
 	7 /* poll, schedule, dealloc, try_read_output, drop_join_handle_slow,                      \
 	     drop_abort_handle, shutdown (1.24) */
 #define ID_OFF_FIELD 72
+#define VTABLE_DEALLOC 16 /* the third entry */
 
 static bool is_poll_addr(const struct target *t, uint64_t v)
 {
@@ -38,27 +44,53 @@ static bool plausible_offset(uint64_t v)
 	return v >= 24 && v < D9_MAX_CELL_OFFSET && !(v & 7);
 }
 
-/* Only the id offset is read by the sampler, so only it decides; the trailer and scheduler
- * offsets beside it are distinct fields of the same cell, which tells a table of offsets
- * from a misread one. */
-static void check_vtable(int fd, const struct elf_file *ef, uint64_t vt, struct task_id_layout *l)
+/* Only the id offset is read by the sampler, so only it decides; the trailer offset beside it
+ * is another field of the same cell, which tells a table of offsets from a misread one. (The
+ * scheduler may be a zero-sized type, with the id's offset: blocking tasks.) */
+static bool vtable_valid(int fd, const struct elf_file *ef, uint64_t vt)
 {
-	uint64_t trailer, sched, id;
+	uint64_t trailer, id;
 
-	l->vtables_found++;
-	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + 64, &sched) ||
-	    !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
-		return;
-	/* Core is repr(C): the scheduler, then the id. A blocking-pool task's scheduler is empty
-	 * in some releases (BlockingSchedule), and its id then shares the scheduler's offset. */
-	if (plausible_offset(id) && id != trailer && id >= sched)
-		l->vtables_valid++;
+	if (!read_u64_at(fd, ef, vt + 56, &trailer) || !read_u64_at(fd, ef, vt + ID_OFF_FIELD, &id))
+		return false;
+	return plausible_offset(id) && id != trailer;
 }
 
-/* PIE: vtable entries are R_X86_64_RELATIVE relocations whose addend is the function. */
-static void scan_relocs(int fd, Elf *elf, const struct elf_file *ef, const struct target *t,
-			struct task_id_layout *l)
+static int add_vtable(struct tokio_vtables *v, uint64_t vaddr, uint64_t poll, uint64_t dealloc)
 {
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 32;
+		struct tokio_vtable *p = realloc(v->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		v->v = p;
+		v->cap = cap;
+	}
+	v->v[v->n++] = (struct tokio_vtable){vaddr, poll, dealloc};
+	return 0;
+}
+
+static int cmp_rela(const void *a, const void *b)
+{
+	const GElf_Rela *x = a, *y = b;
+
+	return x->r_offset < y->r_offset ? -1 : x->r_offset > y->r_offset;
+}
+
+/* The RELATIVE relocation at OFFSET (an entry of a PIE's vtable), or NULL. */
+static const GElf_Rela *rela_at(const GElf_Rela *r, size_t n, uint64_t offset)
+{
+	GElf_Rela key = {.r_offset = offset};
+
+	return bsearch(&key, r, n, sizeof(*r), cmp_rela);
+}
+
+/* PIE: every RELATIVE relocation, sorted by the address it fills. */
+static int read_relocs(Elf *elf, GElf_Rela **out, size_t *nout)
+{
+	GElf_Rela *r = NULL;
+	size_t n = 0, cap = 0;
 	Elf_Scn *scn = NULL;
 
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -68,30 +100,62 @@ static void scan_relocs(int fd, Elf *elf, const struct elf_file *ef, const struc
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
 			continue;
 		data = elf_getdata(scn, NULL);
-		if (!data)
-			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Rela r;
+		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Rela e;
 
-			if (!gelf_getrela(data, (int)i, &r))
+			if (!gelf_getrela(data, (int)i, &e))
 				break;
-			if (GELF_R_TYPE(r.r_info) == R_X86_64_RELATIVE &&
-			    is_poll_addr(t, (uint64_t)r.r_addend))
-				check_vtable(fd, ef, r.r_offset, l);
+			if (GELF_R_TYPE(e.r_info) != R_X86_64_RELATIVE)
+				continue;
+			if (n == cap) {
+				GElf_Rela *p =
+				    realloc(r, (cap = cap ? 2 * cap : 1024) * sizeof(*r));
+
+				if (!p) {
+					free(r);
+					return -ENOMEM;
+				}
+				r = p;
+			}
+			r[n++] = e;
 		}
 	}
+	qsort(r, n, sizeof(*r), cmp_rela);
+	*out = r;
+	*nout = n;
+	return 0;
+}
+
+/* PIE: vtable entries are R_X86_64_RELATIVE relocations whose addend is the function. */
+static int scan_relocs(Elf *elf, const struct target *t, struct tokio_vtables *v)
+{
+	GElf_Rela *r = NULL;
+	size_t n = 0;
+	int err = read_relocs(elf, &r, &n);
+
+	for (size_t i = 0; !err && i < n; i++) {
+		const GElf_Rela *d;
+
+		if (!is_poll_addr(t, (uint64_t)r[i].r_addend))
+			continue;
+		d = rela_at(r, n, r[i].r_offset + VTABLE_DEALLOC);
+		err = add_vtable(v, r[i].r_offset, (uint64_t)r[i].r_addend,
+				 d ? (uint64_t)d->r_addend : 0);
+	}
+	free(r);
+	return err;
 }
 
 /* Non-PIE: the vtable holds the absolute address; look for it in read-only data. */
-static void scan_data(int fd, Elf *elf, const struct elf_file *ef, const struct target *t,
-		      struct task_id_layout *l)
+static int scan_data(Elf *elf, const struct target *t, struct tokio_vtables *v)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
+	int err = 0;
 
 	if (elf_getshdrstrndx(elf, &shstrndx))
-		return;
-	while ((scn = elf_nextscn(elf, scn))) {
+		return -EINVAL;
+	while (!err && (scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *data;
 		const char *name;
@@ -104,37 +168,85 @@ static void scan_data(int fd, Elf *elf, const struct elf_file *ef, const struct 
 		data = elf_getdata(scn, NULL);
 		if (!data || !data->d_buf)
 			continue;
-		for (size_t off = 0; off + 8 <= data->d_size; off += 8) {
-			uint64_t v;
+		for (size_t off = 0; !err && off + 8 <= data->d_size; off += 8) {
+			uint64_t poll, dealloc = 0;
 
-			memcpy(&v, (char *)data->d_buf + off, 8);
-			if (is_poll_addr(t, v))
-				check_vtable(fd, ef, sh.sh_addr + off, l);
+			memcpy(&poll, (char *)data->d_buf + off, 8);
+			if (!is_poll_addr(t, poll))
+				continue;
+			if (off + VTABLE_DEALLOC + 8 <= data->d_size)
+				memcpy(&dealloc, (char *)data->d_buf + off + VTABLE_DEALLOC, 8);
+			err = add_vtable(v, sh.sh_addr + off, poll, dealloc);
 		}
 	}
+	return err;
+}
+
+/* Runs SCAN over the target's executable opened with libelf; -EINVAL when it is no ELF. */
+static int scan_exe(const struct target *t,
+		    int (*scan)(Elf *elf, const struct target *t, void *ctx), void *ctx)
+{
+	Elf *elf;
+	int fd, err = -EINVAL;
+
+	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf) {
+		err = scan(elf, t, ctx);
+		elf_end(elf);
+	}
+	close(fd);
+	return err;
+}
+
+static int scan_vtables(Elf *elf, const struct target *t, void *ctx)
+{
+	struct tokio_vtables *v = ctx;
+	int err = scan_relocs(elf, t, v);
+
+	return !err && !v->n ? scan_data(elf, t, v) : err;
+}
+
+int tokio_vtables_find(const struct target *t, struct tokio_vtables *v)
+{
+	int err;
+
+	*v = (struct tokio_vtables){0};
+	err = scan_exe(t, scan_vtables, v);
+	if (err)
+		tokio_vtables_free(v);
+	return err;
+}
+
+void tokio_vtables_free(struct tokio_vtables *v)
+{
+	free(v->v);
+	*v = (struct tokio_vtables){0};
 }
 
 const char *tokio_task_id_layout(const struct elf_file *ef, const struct target *t,
 				 struct task_id_layout *l)
 {
 	static char desc[160];
-	Elf *elf;
+	struct tokio_vtables v;
 	int fd;
 
 	memset(l, 0, sizeof(*l));
 	l->hdr_vtable_off = 16;
 	l->vtable_id_off = ID_OFF_FIELD;
 	fd = open(t->exe_link, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 || tokio_vtables_find(t, &v)) {
+		if (fd >= 0)
+			close(fd);
 		return "unverified: executable unreadable; task ids not read";
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf) {
-		scan_relocs(fd, elf, ef, t, l);
-		if (!l->vtables_found)
-			scan_data(fd, elf, ef, t, l);
-		elf_end(elf);
 	}
+	for (size_t i = 0; i < v.n; i++)
+		l->vtables_valid += vtable_valid(fd, ef, v.v[i].vaddr);
+	l->vtables_found = (uint32_t)v.n;
+	tokio_vtables_free(&v);
 	close(fd);
 	/* Every vtable must agree: one odd table means the layout is not what we think. */
 	l->valid = l->vtables_found > 0 && l->vtables_valid == l->vtables_found;
@@ -143,4 +255,99 @@ const char *tokio_task_id_layout(const struct elf_file *ef, const struct target 
 		 l->valid ? "validated" : "unverified", l->vtables_valid, l->vtables_found,
 		 ID_OFF_FIELD, l->valid ? "" : "; task ids not read");
 	return desc;
+}
+
+/* Tokio's task id counter, `static NEXT_ID` in Id::next (1.x): a data symbol. */
+static bool is_next_id(const char *mangled)
+{
+	char *name;
+	bool yes;
+
+	if (!strstr(mangled, "NEXT_ID"))
+		return false;
+	name = demangle(mangled);
+	yes = name && strstr(name, "tokio::runtime::task::") && strstr(name, "Id") &&
+	      strlen(name) > 15 && !strcmp(name + strlen(name) - 15, "::next::NEXT_ID");
+	free(name);
+	return yes;
+}
+
+static int find_next_id_vaddr(Elf *elf, uint64_t *vaddr)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, (int)i, &sym) ||
+			    GELF_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_size != 8)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (name && is_next_id(name)) {
+				*vaddr = sym.st_value;
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+/* The runtime address of VADDR in the executable's writable data. Segments share file pages
+ * at their edges, so the mapping is the one with the data's permission, not merely one that
+ * holds its file offset. */
+static int exe_data_addr(const struct elf_file *ef, const struct target *t, uint64_t vaddr,
+			 uint64_t *addr)
+{
+	struct proc_map *maps;
+	uint64_t off;
+	size_t n;
+	int err = elf_file_vaddr_to_offset(ef, vaddr, &off);
+
+	if (!err)
+		err = proc_maps_read(t->pid, &maps, &n);
+	if (err)
+		return err;
+	err = -ENOENT;
+	for (size_t i = 0; i < n; i++) {
+		const struct proc_map *m = &maps[i];
+
+		if (!m->path || m->inode != t->exe_ino || m->perms[1] != 'w' || off < m->pgoff ||
+		    off >= m->pgoff + (m->end - m->start))
+			continue;
+		*addr = m->start + (off - m->pgoff);
+		err = 0;
+		break;
+	}
+	proc_maps_free(maps, n);
+	return err;
+}
+
+static int scan_next_id(Elf *elf, const struct target *t, void *ctx)
+{
+	(void)t;
+	return find_next_id_vaddr(elf, ctx);
+}
+
+int tokio_next_id_addr(const struct elf_file *ef, const struct target *t, uint64_t *addr)
+{
+	uint64_t vaddr = 0;
+	int err = scan_exe(t, scan_next_id, &vaddr);
+
+	return err ? err : exe_data_addr(ef, t, vaddr, addr);
+}
+
+int tokio_next_id_read(int pid, uint64_t addr, uint64_t *value)
+{
+	struct iovec local = {.iov_base = value, .iov_len = sizeof(*value)};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof(*value)};
+
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof(*value) ? 0 : -errno;
 }

@@ -22,7 +22,8 @@ _tests = []
 
 # The demo's async fns, as stack frames name them.
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
-            "channel_kind_consumer", "blocking_kind_task")
+            "channel_kind_consumer", "blocking_kind_task", "channel_kind_notifier",
+            "channel_kind_notified")
 
 _tmpdirs = []
 _perf_home = []
@@ -214,6 +215,50 @@ def read_samples(outdir):
 def read_metadata(outdir):
     with open(os.path.join(outdir, "metadata.json")) as f:
         return json.load(f)
+
+
+# The demo's task kinds by async fn, as its ground truth counts them.
+KIND_OF = {"cpu_kind_task": "cpu", "timer_kind_task": "timer", "channel_kind_producer": "channel",
+           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking",
+           "channel_kind_notifier": "channel", "channel_kind_notified": "channel",
+           "idle_kind_task": "idle"}
+
+
+def frame_names(sample):
+    return [f["name"] or "" for f in sample["stack"]]
+
+
+def kind_of(sample):
+    """The demo kind of the innermost demo async fn on the stack (stack is leaf first)."""
+    for name in frame_names(sample):
+        for fn, kind in KIND_OF.items():
+            if fn in name:
+                return kind
+    return None
+
+
+def estimate_vs_truth(samples, meta, truth):
+    """(usable epochs, {kind: (estimate, truth, samples)}) over the epochs in which every active
+    worker sampled a whole, uncapped, calibrated epoch; truth is Demo.seconds()."""
+    start = meta["sampling_started_at_ns"] // 10**9
+    stop = meta["sampling_stopped_at_ns"] // 10**9
+    good = set(range(start + 1, stop))
+    for w in meta["workers"]:
+        for e in w["epochs"]:
+            if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
+                good.discard(e["epoch"])
+    good &= set(truth)
+    assert len(good) >= 4, f"only {len(good)} usable epochs"
+    est, n = {}, {}
+    for s in samples:
+        if s["epoch"] in good:
+            k = kind_of(s)
+            est[k] = est.get(k, 0) + 1 / s["inclusion_probability"]
+            n[k] = n.get(k, 0) + 1
+    return len(good), {k: (est.get(k, 0), sum(truth[e]["resumes"].get(k, 0) for e in good),
+                           n.get(k, 0))
+                       for k in ("cpu", "timer", "channel", "blocking", "idle")
+                       if k in est or any(truth[e]["resumes"].get(k) for e in good)}
 
 
 def complete_epochs(meta):

@@ -7,26 +7,11 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, complete_epochs, read_metadata, read_samples, run_all,
-                     run_tool, test)
-
-KIND_OF = {"cpu_kind_task": "cpu", "timer_kind_task": "timer", "channel_kind_producer": "channel",
-           "channel_kind_consumer": "channel", "blocking_kind_task": "blocking"}
+from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, complete_epochs, frame_names, read_metadata,
+                     read_samples, run_all, run_tool, test)
+from harness import estimate_vs_truth as estimate_vs_truth_of
 
 _cache = {}
-
-
-def frame_names(sample):
-    return [f["name"] or "" for f in sample["stack"]]
-
-
-def kind_of(sample):
-    """The demo kind of the innermost demo async fn on the stack (stack is leaf first)."""
-    for name in frame_names(sample):
-        for fn, kind in KIND_OF.items():
-            if fn in name:
-                return kind
-    return None
 
 
 def mix_demo():
@@ -116,28 +101,31 @@ def sample_fields_complete():
     return f"{ids}/{len(samples)} task ids; layout {meta['task_id_layout']}"
 
 
+@test
+def task_ids_with_large_futures():
+    """A task type whose cell holds an 8 KiB future (its trailer ~9 KiB out) does not turn
+    task ids off for every task: only the id offset the sampler reads is validated."""
+    d = Demo("--big-future-tasks", "4", "--cpu-tasks", "0", "--timer-tasks", "2",
+             "--channel-tasks", "0", "--blocking-tasks", "0")
+    try:
+        out = tempfile.mkdtemp(prefix="d9out-bigfut-")
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 3, "--output", out)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    assert meta["task_id_layout"].startswith("validated"), meta["task_id_layout"]
+    big = [s for s in read_samples(out) if "big_future_task" in " ".join(frame_names(s))]
+    assert len(big) >= 10, f"only {len(big)} samples of the large futures"
+    ids = {s["task_id"] for s in big}
+    assert None not in ids and len(ids) == 4, f"task ids of the 4 large futures: {ids}"
+    shutil.rmtree(out, ignore_errors=True)
+    return f"{len(big)} samples of 4 large futures, ids {sorted(ids)}; {meta['task_id_layout']}"
+
+
 def estimate_vs_truth(samples, meta):
-    """(estimate, truth, samples) per kind over the usable epochs: whole, uncapped, calibrated."""
-    d = mix_demo()
-    truth = d.seconds()
-    # Epochs in which every active worker sampled a whole, uncapped, calibrated epoch.
-    start = meta["sampling_started_at_ns"] // 10**9
-    stop = meta["sampling_stopped_at_ns"] // 10**9
-    good = set(range(start + 1, stop))
-    for w in meta["workers"]:
-        for e in w["epochs"]:
-            if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
-                good.discard(e["epoch"])
-    good &= set(truth)
-    assert len(good) >= 4, f"only {len(good)} usable epochs"
-    est, n = {}, {}
-    for s in samples:
-        if s["epoch"] in good:
-            k = kind_of(s)
-            est[k] = est.get(k, 0) + 1 / s["inclusion_probability"]
-            n[k] = n.get(k, 0) + 1
-    return len(good), {k: (est.get(k, 0), sum(truth[e]["resumes"][k] for e in good), n.get(k, 0))
-                       for k in ("cpu", "timer", "channel", "blocking")}
+    """(estimate, truth, samples) per kind over the usable epochs of the shared mix demo."""
+    return estimate_vs_truth_of(samples, meta, mix_demo().seconds())
 
 
 @test

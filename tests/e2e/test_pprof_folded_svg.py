@@ -13,7 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 import zlib
 
-from harness import ALWAYS_ARMED, TOOL, Demo, read_samples, run_all, test
+from harness import ALWAYS_ARMED, DEMO_NOFP, TOOL, Demo, read_metadata, read_samples, run_all, test
 
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
             "channel_kind_consumer")
@@ -135,6 +135,58 @@ def pprof_names_demo_async_fns():
         top[:1500]
     assert "task_id:" in traces and "worker:" in traces and "park_point:" in traces
     return "; ".join(found)
+
+
+# The future a demo task runs, in either mangling (Counted wraps every counted kind).
+FUTURE = r"dial9_demo::Counted<dial9_demo::(\w+)::(?:\{\{closure\}\}|\{closure#\d+\})>"
+
+
+@test
+def task_root_names_each_future():
+    """Every sample names its task's future (v0 mangling here: raw::poll's generics), and every
+    view is rooted by it: "task: FUTURE" in folded, pprof and the flamegraph."""
+    out, samples = profiled()
+    named = [s for s in samples if s["future"] and re.fullmatch(FUTURE, s["future"])]
+    assert len(named) == len(samples), \
+        f"{len(samples) - len(named)} samples without a demo future: " \
+        f"{[s['future'] for s in samples if s not in named][:5]}"
+    with open(os.path.join(out, "stacks.folded")) as f:
+        roots = {line.split(";", 1)[0] for line in f}
+    assert all(re.fullmatch("task: " + FUTURE, r) for r in roots), roots
+    traces, _ = pprof("-traces", os.path.join(out, "profile.pb.gz"))
+    assert re.search(r"task: " + FUTURE, traces), traces[:1500]
+    with open(os.path.join(out, "flamegraph.svg")) as f:
+        assert "task: dial9_demo::Counted&lt;" in f.read()
+    types = read_metadata(out)["task_types"] if os.path.exists(
+        os.path.join(out, "metadata.json")) else []
+    return f"{len(samples)} samples, roots {sorted(r[6:60] for r in roots)}; {len(types)} types"
+
+
+@test
+def legacy_names_and_no_task_root():
+    """A plain release build (legacy mangling: raw::poll has no generics) names futures by the
+    drop glue its raw::dealloc calls; --no-task-root leaves the root frame out."""
+    d = Demo(binary=DEMO_NOFP, workers=2, mode="mix")
+    try:
+        out = tmpdir("d9out-legacy-")
+        p = subprocess.run([TOOL, "--pid", str(d.pid), "--duration", "3", "--output", out,
+                            "--per-worker-hz", "50", "--format", "jsonl,folded",
+                            "--no-task-root", *ALWAYS_ARMED],
+                           capture_output=True, text=True, timeout=90)
+    finally:
+        d.stop()
+        _cache.setdefault("tmpdirs", []).append(d.dir)
+    assert p.returncode == 0, p.stderr[-1500:]
+    samples = read_samples(out)
+    assert len(samples) >= 30, f"only {len(samples)} samples"
+    named = [s for s in samples if s["future"] and re.fullmatch(FUTURE, s["future"])]
+    assert len(named) == len(samples), [s["future"] for s in samples if s not in named][:5]
+    meta = read_metadata(out)
+    used = [t for t in meta["task_types"] if t["samples"]]
+    assert used and all(t["named_by"] == "drop_glue" for t in used), used
+    with open(os.path.join(out, "stacks.folded")) as f:
+        assert not any(line.startswith("task: ") for line in f)
+    return f"{len(samples)} samples named; {len(used)} types by drop glue"
 
 
 @test

@@ -146,6 +146,33 @@ def unsafe_output_dirs_refused():
 
 
 @test
+def lock_file_never_written_through():
+    uid = unpriv_uid()
+    top = tmpdir("d9-rootsafe-")
+    os.chmod(top, 0o755)
+    locks = make_dir(top, "locks", 0o1777)
+    user_home = make_dir(top, "user-home", 0o755, owner=uid)
+    victim = os.path.join(user_home, "victim")
+    lock = os.path.join(locks, f"{demo().pid}.lock")
+    as_user(uid, f"""
+import os
+open({victim!r}, "w").write("user's file\\n")
+os.link({victim!r}, {lock!r})
+""")
+    before = snapshot(victim)
+    out = os.path.join(top, "out")
+    rc, _, err = record(out, env=dict(os.environ, DIAL9_LOCK_DIR=locks))
+    assert rc == 0, err[-1000:]
+    assert snapshot(victim) == before, "the lock file was written through a planted hard link"
+    assert not os.path.lexists(lock), "lock file left behind"
+    unsafe = make_dir(top, "open-locks", 0o777)
+    rc, _, err = record(os.path.join(top, "out2"), env=dict(os.environ, DIAL9_LOCK_DIR=unsafe))
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert rc == 1 and len(lines) == 1 and "lock directory" in lines[0] and unsafe in lines[0], err
+    assert not os.path.exists(os.path.join(top, "out2"))
+
+
+@test
 def second_run_replaces_first():
     out = os.path.join(tmpdir("d9-rootsafe-"), "run")
     rc, _, err = record(out)

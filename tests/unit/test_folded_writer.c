@@ -35,12 +35,12 @@ static char *read_all(const char *path)
 
 /* Leaf-first frames, as the collector gives them. */
 static struct task_frame fr_leaf = {0x1000, "tokio::runtime::task::waker::clone_waker", "/app",
-				    0x1000, false};
-static struct task_frame fr_cpu = {0x2005, "app::cpu_task::{{closure}}", "/app", 0x2005, false};
-static struct task_frame fr_timer = {0x2105, "app::timer_task::{closure#0}", "/app", 0x2105, false};
-static struct task_frame fr_semi = {0x3005, "<[u8; 4] as app::Foo>::bar\nx", "/app", 0x3005, false};
-static struct task_frame fr_libc = {0x7f0000001234, NULL, "/usr/lib/libc.so.6", 0x1234, false};
-static struct task_frame fr_anon = {0x5000, NULL, NULL, 0, false};
+				    0x1000, false, false};
+static struct task_frame fr_cpu = {0x2005, "app::cpu_task::{{closure}}", "/app", 0x2005, false, false};
+static struct task_frame fr_timer = {0x2105, "app::timer_task::{closure#0}", "/app", 0x2105, false, false};
+static struct task_frame fr_semi = {0x3005, "<[u8; 4] as app::Foo>::bar\nx", "/app", 0x3005, false, false};
+static struct task_frame fr_libc = {0x7f0000001234, NULL, "/usr/lib/libc.so.6", 0x1234, false, false};
+static struct task_frame fr_anon = {0x5000, NULL, NULL, 0, false, false};
 
 struct samples {
 	struct task_frame a[4], b[4], c[3];
@@ -328,7 +328,7 @@ static void fill_of(const char *svg, const char *name, int rgb[3])
 
 static void test_flamegraph_svg(void **state)
 {
-	struct task_frame bad[] = {{0x1, "bad\xff\xfe<utf8>&", "/app", 1, false}};
+	struct task_frame bad[] = {{0x1, "bad\xff\xfe<utf8>&", "/app", 1, false, false}};
 	struct samples x;
 	struct task_sample s[6];
 	char *svg;

@@ -79,8 +79,8 @@ static const struct task_sample base = {
 static void test_line(void **state)
 {
 	struct task_frame fr[] = {
-	    {0x10, "a::b", "/app", 0x10, true},
-	    {0x7f01, NULL, NULL, 0, false},
+	    {0x10, "a::b", "/app", 0x10, true, false},
+	    {0x7f01, NULL, NULL, 0, false, false},
 	};
 	struct task_sample s = base;
 	char *text;
@@ -97,7 +97,7 @@ static void test_line(void **state)
 	    "\"inclusion_probability\":0.25,\"epoch\":5,\"idle_start_ns\":100,"
 	    "\"idle_end_ns\":300,\"idle_ns\":200,\"idle_known\":true,\"poll_duration_ns\":50,"
 	    "\"capped\":false,\"outcome\":\"pending\",\"park_point\":\"sleep\","
-	    "\"weight_count\":4,\"weight_idle_ns\":800,\"stack\":["
+	    "\"weight_count\":4,\"weight_idle_ns\":800,\"future\":null,\"stack\":["
 	    "{\"addr\":\"0x10\",\"name\":\"a::b\",\"module\":\"/app\",\"inlined\":true},"
 	    "{\"addr\":\"0x7f01\",\"name\":null,\"module\":null}]}\n");
 	free(text);
@@ -111,8 +111,8 @@ static void test_escapes_cached_by_pointer(void **state)
 	static const char odd[] = "<T as \"q\">::f\\g\n\t\x01";
 	static const char odd_esc[] = "\"<T as \\\"q\\\">::f\\\\g\\n\\t\\u0001\"";
 	char *copy = strdup(odd), *other = strdup("plain::name");
-	struct task_frame f1[] = {{1, odd, "/a b", 1, false}, {2, copy, "/a b", 2, false}};
-	struct task_frame f2[] = {{3, other, "/a b", 3, false}, {4, odd, "/a b", 4, false}};
+	struct task_frame f1[] = {{1, odd, "/a b", 1, false, false}, {2, copy, "/a b", 2, false, false}};
+	struct task_frame f2[] = {{3, other, "/a b", 3, false, false}, {4, odd, "/a b", 4, false, false}};
 	struct task_sample s[3] = {base, base, base};
 	char expect[1024], *text, *line;
 
@@ -163,7 +163,7 @@ static void test_many_names(void **state)
 	(void)state;
 	for (int i = 0; i < N; i++) {
 		snprintf(names[i], sizeof(names[i]), "f%d\"x", i);
-		fr[i] = (struct task_frame){(uint64_t)i + 1, names[i], "/m", 0, false};
+		fr[i] = (struct task_frame){(uint64_t)i + 1, names[i], "/m", 0, false, false};
 	}
 	s.nframes = N;
 	s.frames = fr;

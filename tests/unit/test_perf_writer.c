@@ -120,6 +120,7 @@ static void fill_sample(struct task_sample *s, struct task_frame *frames, size_t
 		frames[i].name = "f";
 		frames[i].module = "/bin/x";
 		frames[i].inlined = false;
+		frames[i].task_root = false;
 	}
 	s->timestamp_ns = t;
 	s->pid = PID;

@@ -347,16 +347,16 @@ static void test_pprof_roundtrip(void **state)
 	char dir[] = "/tmp/d9-pprof-XXXXXX", path[256];
 	struct writer w = {};
 	struct task_frame a[] = {
-	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false},
-	    {0x402005, "app::work::{{closure}}", "/bin/app", 0x2005, false},
-	    {0x402105, "app::work::{{closure}}", "/bin/app", 0x2105, false},
-	    {0x7f0000001234, NULL, "/lib/libc.so.6", 0x1234, false},
+	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false, false},
+	    {0x402005, "app::work::{{closure}}", "/bin/app", 0x2005, false, false},
+	    {0x402105, "app::work::{{closure}}", "/bin/app", 0x2105, false, false},
+	    {0x7f0000001234, NULL, "/lib/libc.so.6", 0x1234, false, false},
 	};
 	struct task_frame b[] = {
-	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false},
+	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false, false},
 	    {0x403001, "<app::Counted<F> as core::future::future::Future>::poll", "/bin/app",
-	     0x3001, false},
-	    {0x7f0000001234, NULL, "/lib/libc.so.6", 0x1234, false},
+	     0x3001, false, false},
+	    {0x7f0000001234, NULL, "/lib/libc.so.6", 0x1234, false, false},
 	};
 	struct task_sample s1 = {.worker = 0,
 				 .task_id_ok = true,
@@ -520,7 +520,7 @@ static void test_pprof_build_id_from_symbolizer(void **state)
 	assert_true(n > 0);
 	exe[n] = 0;
 	assert_int_equal(symbolizer_resolve(sym, addr, &si), 0);
-	fr[0] = (struct task_frame){addr, si.name, si.module, si.file_offset, false};
+	fr[0] = (struct task_frame){addr, si.name, si.module, si.file_offset, false, false};
 	assert_non_null(mkdtemp(dir));
 	assert_int_equal(pprof_writer_open(test_out_dir(dir), &w), 0);
 	assert_int_equal(w.sample(&w, &s), 0);
@@ -545,7 +545,7 @@ static void test_pprof_build_id_from_symbolizer(void **state)
 static void test_pprof_abort_leaves_nothing(void **state)
 {
 	char dir[] = "/tmp/d9-pprof-XXXXXX";
-	struct task_frame fr[] = {{0x1000, "f", "/bin/app", 0x1000, false}};
+	struct task_frame fr[] = {{0x1000, "f", "/bin/app", 0x1000, false, false}};
 	struct task_sample s = {.weight_count = 1, .nframes = 1, .frames = fr};
 	const struct out_dir *od;
 	struct writer w = {};

@@ -14,7 +14,6 @@
 
 #include "report.h"
 
-
 /* Two workers at 50 Hz: worker 0 has three usable epochs (101..103; 100 calibrates, 104 is
  * still open), one of them capped; worker 1 only calibrated. */
 static const char META[] =
@@ -173,6 +172,46 @@ static void test_stacks_grouped_and_weighted(void **state)
 	assert_null(strstr(text, "&mut F"));
 	assert_null(strstr(text, "app::serve"));
 	assert_contains(text, "3 samples (1 without a stack, 1 from capped epochs)");
+	free(text);
+	report_free(r);
+}
+
+/* A sample line naming its future: the sample() line with "future" added before "stack". */
+static char *with_future(const char *line, const char *future)
+{
+	static char buf[8400];
+	const char *at = strstr(line, ",\"stack\":");
+
+	snprintf(buf, sizeof(buf), "%.*s,\"future\":%s%s", (int)(at - line), line, future, at);
+	return buf;
+}
+
+static void test_by_task_type(void **state)
+{
+	struct report *r = with_meta(0);
+	char *text;
+
+	(void)state;
+	add(r, with_future(sample(0, "0.05", 0, "sleep", 20, 4000000000ULL, APP_STACK),
+			   "\"app::handler::{{closure}}\""));
+	add(r, with_future(sample(0, "0.05", 0, "sleep", 30, 0, APP_STACK),
+			   "\"app::handler::{{closure}}\""));
+	add(r, with_future(sample(1, "0.1", 0, "yield", 10, 0, "[]"), "\"task-type-3\""));
+	add(r, with_future(sample(1, "0.1", 0, "yield", 40, 0, "[]"), "null"));
+	text = printed(r);
+	assert_contains(text,
+			"By task type (the future each task was spawned with):\n"
+			"   share  est. resumes  est. idle s  samples  future\n"
+			"   50.0%            50        4.000        2  app::handler::{{closure}}\n"
+			"   40.0%            40        0.000        1  (unknown)\n"
+			"   10.0%            10        0.000        1  task-type-3\n");
+	free(text);
+	report_free(r);
+	/* Files written before "future" existed: no table. */
+	r = with_meta(0);
+	add(r, sample(0, "0.05", 0, "sleep", 20, 0, APP_STACK));
+	text = printed(r);
+	assert_null(strstr(text, "By task type"));
 	free(text);
 	report_free(r);
 }
@@ -573,6 +612,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_metadata_summary),
 	    cmocka_unit_test(test_stacks_grouped_and_weighted),
+	    cmocka_unit_test(test_by_task_type),
 	    cmocka_unit_test(test_runtime_only_stack_shows_leaf),
 	    cmocka_unit_test(test_stack_table_cap),
 	    cmocka_unit_test(test_workers_by_index),

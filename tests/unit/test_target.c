@@ -56,6 +56,60 @@ static void test_v0_names(void **state)
 		     PROBE_PARK, D9_PARK_LEAF);
 }
 
+/* Names that moved across Tokio releases (1.38 .. 1.53), in both manglings. */
+static void test_release_names(void **state)
+{
+	(void)state;
+	expect_probe("tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout",
+		     PROBE_IDLE, 0);
+	expect_probe("tokio::runtime::scheduler::multi_thread::worker::Context::park_internal",
+		     PROBE_IDLE, 0);
+	expect_probe("<tokio::runtime::scheduler::multi_thread::worker::Context>::park_internal",
+		     PROBE_IDLE, 0);
+	expect_probe("tokio::runtime::scheduler::multi_thread::worker::Context::park_yield",
+		     PROBE_IDLE, 0);
+	expect_probe("tokio::runtime::scheduler::defer::Defer::defer", PROBE_PARK, D9_PARK_YIELD);
+	expect_probe("<tokio::runtime::scheduler::defer::Defer>::defer", PROBE_PARK, D9_PARK_YIELD);
+	expect_probe("tokio::runtime::context::defer", PROBE_PARK, D9_PARK_YIELD);
+	expect_probe("<tokio::sync::notify::OwnedNotified as core::future::future::Future>::poll",
+		     PROBE_PARK, D9_PARK_LEAF);
+	expect_probe("tokio::sync::notify::NotifiedProject::poll_notified", PROBE_PARK,
+		     D9_PARK_LEAF);
+	expect_probe("<tokio::sync::notify::NotifiedProject>::poll_notified", PROBE_PARK,
+		     D9_PARK_LEAF);
+	expect_probe("tokio::sync::notify::Notified::poll_notified", PROBE_PARK, D9_PARK_LEAF);
+	/* current_thread's park is not a multi-thread worker's; defer's helpers are no yields. */
+	expect_none("tokio::runtime::scheduler::current_thread::Context::park_internal");
+	expect_none("tokio::runtime::scheduler::defer::Defer::is_empty");
+	expect_none("tokio::runtime::scheduler::defer::Defer::wake");
+	expect_none("tokio::runtime::context::defer::{{closure}}");
+}
+
+/* A group is missing when none of its functions is probed and it is required, or was found
+ * in the executable but could not be probed. */
+static void test_group_missing(void **state)
+{
+	struct probe_spec probes[] = {
+	    {.kind = PROBE_POLL, .group = PG_POLL},
+	    {.kind = PROBE_DEALLOC, .group = PG_DEALLOC},
+	    {.kind = PROBE_WORKER_RUN, .group = PG_WORKER_RUN},
+	    {.kind = PROBE_PARK, .cookie = D9_PARK_YIELD, .group = PG_YIELD},
+	    {.kind = PROBE_PARK, .cookie = D9_PARK_LEAF, .group = PG_SLEEP},
+	};
+	struct target t = {.probes = probes, .nprobes = 5};
+
+	(void)state;
+	t.found[PG_NOTIFIED] = 1; /* found, then dropped as single-stepped */
+	assert_true(target_group_missing(&t, PG_WORKER_PARK));
+	assert_true(target_group_missing(&t, PG_NOTIFIED));
+	assert_false(target_group_missing(&t, PG_IO)); /* not used by the program */
+	assert_false(target_group_missing(&t, PG_YIELD));
+	assert_false(target_group_missing(&t, PG_SLEEP));
+	assert_false(target_group_missing(&t, PG_MAX));
+	assert_int_equal(target_group_probes(&t, PG_YIELD), 1);
+	assert_string_equal(probe_group_name(PG_WORKER_PARK), "worker_park");
+}
+
 static void test_near_misses(void **state)
 {
 	(void)state;
@@ -182,9 +236,10 @@ static void test_rank_probes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_legacy_names), cmocka_unit_test(test_v0_names),
-	    cmocka_unit_test(test_near_misses),	 cmocka_unit_test(test_rank_probes),
-	    cmocka_unit_test(test_direct_calls), cmocka_unit_test(test_yield_pending_callee),
+	    cmocka_unit_test(test_legacy_names),  cmocka_unit_test(test_v0_names),
+	    cmocka_unit_test(test_near_misses),	  cmocka_unit_test(test_rank_probes),
+	    cmocka_unit_test(test_direct_calls),  cmocka_unit_test(test_yield_pending_callee),
+	    cmocka_unit_test(test_release_names), cmocka_unit_test(test_group_missing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 
 // ---------------------------------------------------------------------------------------------
 // Ground-truth counters
@@ -26,8 +26,9 @@ const KIND_CPU: usize = 0;
 const KIND_TIMER: usize = 1;
 const KIND_CHANNEL: usize = 2;
 const KIND_BLOCKING: usize = 3;
-const NKINDS: usize = 4;
-const KIND_NAMES: [&str; NKINDS] = ["cpu", "timer", "channel", "blocking"];
+const KIND_IDLE: usize = 4;
+const NKINDS: usize = 5;
+const KIND_NAMES: [&str; NKINDS] = ["cpu", "timer", "channel", "blocking", "idle"];
 
 /// Ring of one-second buckets, indexed by CLOCK_MONOTONIC whole second modulo RING.
 const RING: usize = 4096;
@@ -303,6 +304,33 @@ async fn timer_kind_task(id: u64) {
     }
 }
 
+/// A task that resumes about once a second, like an idle keep-alive connection: one is almost
+/// never polled twice inside a profiler's short windows.
+async fn idle_kind_task(id: u64) {
+    let period = Duration::from_millis(900 + id % 200);
+    loop {
+        tokio::time::sleep(period).await;
+        add_work(1);
+    }
+}
+
+/// A timer-driven task whose future holds 8 KiB: spawned as it is (not through Counted, which
+/// boxes), its task cell's trailer lies far beyond the id, as with the many real futures of
+/// 4-16 KiB. No ground truth is kept for it.
+async fn big_future_task(id: u64) {
+    let mut pad = [0u8; 8192];
+    let period = Duration::from_millis(2 + id % 4);
+    loop {
+        tokio::time::sleep(period).await;
+        add_work(1);
+        let i = (id as usize).wrapping_mul(7) % pad.len();
+        // SAFETY: in bounds; volatile so the array lives in the future across the await.
+        let v = unsafe { std::ptr::read_volatile(&pad[i]) };
+        pad[i] = v.wrapping_add(1);
+        sink(v as u64);
+    }
+}
+
 async fn channel_kind_producer(id: u64, tx: mpsc::Sender<u64>, sem: Arc<Semaphore>) {
     let mut v = id;
     loop {
@@ -329,6 +357,29 @@ async fn channel_kind_consumer(mut rx: mpsc::Receiver<u64>) {
         if v % 64 == 0 {
             sink(acc);
         }
+    }
+}
+
+/// Wakes its waiter every millisecond through a Notify: event-driven, counted as channel.
+async fn channel_kind_notifier(notify: Arc<Notify>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        notify.notify_one();
+    }
+}
+
+/// Parks in Notify: OwnedNotified (Tokio 1.47+) when built with the owned-notify feature,
+/// Notified otherwise.
+async fn channel_kind_notified(id: u64, notify: Arc<Notify>) {
+    let mut x = id.wrapping_add(29);
+    loop {
+        #[cfg(feature = "owned-notify")]
+        notify.clone().notified_owned().await;
+        #[cfg(not(feature = "owned-notify"))]
+        notify.notified().await;
+        x = channel_kind_work(x);
+        add_work(1);
+        sink(x);
     }
 }
 
@@ -366,16 +417,20 @@ struct Opts {
     timer: Option<u64>,
     channel: Option<u64>,
     blocking: Option<u64>,
+    notify: u64,
     cpu_iters: Option<u64>,
     late_cpu: u64,
     late_after: u64,
+    idle: u64,
+    big_future: u64,
     mode: Mode,
 }
 
 const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until killed)] \
-[--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--mode mix|hot] \
+[--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--notify-tasks PAIRS] [--mode mix|hot] \
 [--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)] \
-[--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)]";
+[--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)] \
+[--idle-tasks N (each resumes about once a second)] [--big-future-tasks N (8 KiB futures, uncounted)]";
 
 fn die(msg: &str) -> ! {
     eprintln!("dial9-demo: {}\n{}", msg, USAGE);
@@ -390,9 +445,12 @@ fn parse_args() -> Opts {
         timer: None,
         channel: None,
         blocking: None,
+        notify: 0,
         cpu_iters: None,
         late_cpu: 0,
         late_after: 5,
+        idle: 0,
+        big_future: 0,
         mode: Mode::Mix,
     };
     let mut args = std::env::args().skip(1);
@@ -422,9 +480,12 @@ fn parse_args() -> Opts {
             "--timer-tasks" => o.timer = Some(num()),
             "--channel-tasks" => o.channel = Some(num()),
             "--blocking-tasks" => o.blocking = Some(num()),
+            "--notify-tasks" => o.notify = num(),
             "--cpu-iters" => o.cpu_iters = Some(num()),
             "--late-cpu-tasks" => o.late_cpu = num(),
             "--late-after" => o.late_after = num(),
+            "--idle-tasks" => o.idle = num(),
+            "--big-future-tasks" => o.big_future = num(),
             "--mode" => {
                 o.mode = match val.as_str() {
                     "mix" => Mode::Mix,
@@ -509,6 +570,17 @@ fn main() {
         }
         for i in 0..blocking {
             spawn_counted(KIND_BLOCKING, blocking_kind_task(i));
+        }
+        for i in 0..o.idle {
+            spawn_counted(KIND_IDLE, idle_kind_task(i));
+        }
+        for i in 0..o.big_future {
+            tokio::spawn(big_future_task(i));
+        }
+        for i in 0..o.notify {
+            let notify = Arc::new(Notify::new());
+            spawn_counted(KIND_CHANNEL, channel_kind_notifier(notify.clone()));
+            spawn_counted(KIND_CHANNEL, channel_kind_notified(i, notify));
         }
         let (late, late_after) = (o.late_cpu, o.late_after);
         if late > 0 {

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The task types of a Tokio program and the future each one runs: every spawned future type
+ * T (with its scheduler S) has a vtable of its own, found once at start, so a sample names its
+ * task's future by the vtable its header points to.
+ */
+#ifndef D9_TASK_TYPES_H
+#define D9_TASK_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct elf_file;
+struct target;
+
+struct task_type {
+	uint64_t vtable; /* link-time address */
+	uint64_t poll;	 /* its raw::poll instance */
+	char *name;	 /* the future T, demangled; "task-type-N" when no name can be had */
+	char *root;	 /* "task: NAME", the root frame of its samples */
+	/* How the name was found: "poll_generics" (raw::poll<T,S>'s own v0 name),
+	 * "drop_glue" (the drop_in_place its raw::dealloc calls: of Cell<T,S> or of T), "none". */
+	const char *method;
+	uint64_t samples; /* written, counted by the collector */
+};
+
+struct task_types {
+	struct task_type *v; /* by vtable address */
+	size_t n;
+	uint64_t bias; /* runtime address - link-time address of the executable */
+};
+
+/* Finds and names every task type of the target. Returns 0 or a negative errno. */
+int task_types_load(const struct elf_file *ef, const struct target *t, struct task_types *out);
+/* The type whose vtable is at runtime address VTABLE, or NULL. */
+struct task_type *task_types_find(const struct task_types *tt, uint64_t vtable);
+void task_types_free(struct task_types *tt);
+
+/* The first generic argument of the generic named right before the first "<" after KEY in
+ * NAME (e.g. T in "...Cell<T,S>>" for KEY "Cell<"): malloc'd, or NULL. */
+char *task_types_first_arg(const char *name, const char *key);
+
+#endif /* D9_TASK_TYPES_H */
