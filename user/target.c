@@ -41,9 +41,12 @@ static const struct {
      PG_WORKER_PARK, 0},
     /* A current_thread runtime parks its block_on thread here: park_yield when tasks yielded
      * (it then runs the drivers without blocking), park when it has nothing to run. Outside
-     * every task poll either way. */
+     * every task poll either way; a park seen twice (park, then park_internal) is harmless. */
     {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
     {"tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
+    /* 1.5x: both call this one, and may be inlined into block_on. */
+    {"tokio::runtime::scheduler::current_thread::Context::park_internal", PROBE_IDLE, 0,
      PG_WORKER_PARK, 0},
     /* Park points: the outermost Tokio resource polls, where a task stores its waker and
      * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
