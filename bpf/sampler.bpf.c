@@ -785,12 +785,17 @@ static __always_inline bool task_first_seen(struct thread_state *t, struct frame
 static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 					struct task_state *ts, bool lean, __u32 tid, __u64 now)
 {
-	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
-	t->clock_driven = !t->after_yield && !(ts && (ts->flags & D9_TS_WOKEN_BY_TASK));
+	bool woken = ts && (ts->flags & D9_TS_WOKEN_BY_TASK);
+
 	if (ts && ts->origin.ns)
 		f->origin = ts->origin;
 	else
 		set_mark(&f->origin, t, tid, now);
+	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
+	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
+	 * One that began on another worker ran partly in parallel with this one, and is left
+	 * clock-driven as before. */
+	t->clock_driven = !t->after_yield && !(woken && f->origin.tid == tid);
 	if (ts && !lean) {
 		ts->flags &= ~D9_TS_WOKEN_BY_TASK;
 		ts->origin.ns = 0;

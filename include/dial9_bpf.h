@@ -73,8 +73,9 @@ enum d9_sample_flags {
 	D9_SF_IDLE_KNOWN = 1 << 6,    /* the previous Pending return was observed: idle is exact */
 	D9_SF_WINDOWED = 1 << 7,      /* selected inside an armed window (duty < 1) */
 	D9_SF_AFTER_YIELD = 1 << 8,   /* the task resumed after yielding: limited by the CPU */
-	/* Woken from inside another task's poll: its resumes come at the rate that task runs,
-	 * which the probes slow like a yield's (a channel's consumer on a busy current_thread). */
+	/* Woken from inside another task's poll, in a wake chain begun on this thread: its
+	 * resumes come at the rate this thread runs it, which the probes slow like a yield's (a
+	 * channel's consumer on a busy current_thread runtime). */
 	D9_SF_WOKEN_BY_TASK = 1 << 9,
 	/* A blocking-pool task (spawn_blocking, a worker's own thread): never sampled. */
 	D9_SF_BLOCKING = 1 << 10,
