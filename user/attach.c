@@ -133,8 +133,8 @@ typedef bool (*probe_filter)(const struct probe_spec *p);
 
 static bool is_armed_any(const struct probe_spec *p)
 {
-	return p->kind == PROBE_POLL || p->kind == PROBE_DEALLOC || p->kind == PROBE_PARK ||
-	       p->kind == PROBE_IDLE;
+	return !p->dormant && (p->kind == PROBE_POLL || p->kind == PROBE_DEALLOC ||
+			       p->kind == PROBE_PARK || p->kind == PROBE_IDLE);
 }
 
 /* The probes a window puts in: the armed ones not kept in place between windows. */

@@ -315,6 +315,7 @@ static int add_probe(struct target *t, size_t *cap, const struct elf_sym *sym, c
 	    .offset = off,
 	    /* Until the hit counts say otherwise (arming.c). */
 	    .hot = kind == PROBE_POLL || (kind == PROBE_PARK && cookie == D9_PARK_YIELD),
+	    .dormant = kind == PROBE_PARK && cookie == D9_PARK_WAKE,
 	};
 	p->name = strdup(dm);
 	if (!p->name)
@@ -812,9 +813,24 @@ static int by_hits_desc(const void *x, const void *y, void *arg)
 /* A probe hit at least this share as often as the most hit one goes in the hot link. */
 #define HOT_SHARE 0.25
 
+/* A current_thread runtime parked in the last window: its chains of wakes run on one thread,
+ * where the wake probes measure their slowdown (sampler.bpf.c, resume_kind). */
+static void wake_wake_probes(struct target *t, const uint64_t *window_hits, size_t n)
+{
+	bool seen = false;
+
+	for (size_t i = 0; i < t->nprobes && i < n && !seen; i++)
+		seen = t->probes[i].kind == PROBE_IDLE && window_hits[i] && t->probes[i].name &&
+		       strstr(t->probes[i].name, "::current_thread::");
+	for (size_t i = 0; i < t->nprobes && seen; i++)
+		t->probes[i].dormant = false;
+}
+
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
 {
 	double total = 0, top;
+
+	wake_wake_probes(t, window_hits, n);
 
 	if (!t->order && !(t->order = calloc(t->nprobes ? t->nprobes : 1, sizeof(*t->order))))
 		return -ENOMEM;

@@ -54,6 +54,10 @@ struct probe_spec {
 	/* At the entry of a function the probe point calls (vaddr, offset are the callee's):
 	 * the stack is taken from its caller. */
 	bool at_callee;
+	/* Not attached until needed: the wake probes (D9_PARK_WAKE) cost a hit per wake, yields
+	 * included, and correct only chains run on one thread, so they wait until a
+	 * current_thread runtime is seen parking (target_rank_probes). */
+	bool dormant;
 };
 
 struct target {

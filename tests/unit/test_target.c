@@ -78,8 +78,12 @@ static void test_release_names(void **state)
 	expect_probe("<tokio::sync::notify::NotifiedProject>::poll_notified", PROBE_PARK,
 		     D9_PARK_LEAF);
 	expect_probe("tokio::sync::notify::Notified::poll_notified", PROBE_PARK, D9_PARK_LEAF);
-	/* current_thread's park is not a multi-thread worker's; defer's helpers are no yields. */
-	expect_none("tokio::runtime::scheduler::current_thread::Context::park_internal");
+	/* current_thread parks are probed like a worker's (its block_on thread is the worker);
+	 * defer's helpers are no yields. */
+	expect_probe("tokio::runtime::scheduler::current_thread::Context::park_internal",
+		     PROBE_IDLE, 0);
+	expect_probe("tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE,
+		     0);
 	expect_none("tokio::runtime::scheduler::defer::Defer::is_empty");
 	expect_none("tokio::runtime::scheduler::defer::Defer::wake");
 	expect_none("tokio::runtime::context::defer::{{closure}}");
