@@ -19,7 +19,7 @@ DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev l
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
 	     -Iinclude -I$(BUILD)
-LDLIBS    := -lbpf -lelf -ldw -lz -liberty -ljson-c -lcap
+LDLIBS    := -lbpf -lelf -ldw -lz -liberty -ljson-c -lcap -lm
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))

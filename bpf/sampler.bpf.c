@@ -79,8 +79,8 @@ struct frame {
 	__u32 park_point;
 	__s32 stack_bytes;
 	__u32 last_park; /* the last park point hit in this poll, selected or not */
-	__u32 pad;
-	__u64 vtable; /* the task's, when selected */
+	__u32 window;	 /* the arming generation it was selected in: its cluster */
+	__u64 vtable;	 /* the task's, when selected */
 };
 
 struct thread_state {
@@ -459,6 +459,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->task_id = f->task_id;
 	s->task_hdr = f->hdr;
 	s->task_vtable = f->vtable;
+	s->window = f->window;
 	s->epoch = f->epoch;
 	s->prob = f->prob;
 	s->idle_start_ns = f->idle_start_ns;
@@ -774,6 +775,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		f->flags |= D9_SF_AFTER_YIELD;
 	f->epoch = epoch;
 	f->worker = key;
+	f->window = (__u32)arm->generation;
 	/* Exact only when the probes stayed attached since that return was observed. */
 	if (idle_start && idle_start >= arm->armed_since) {
 		f->idle_start_ns = idle_start;

@@ -143,6 +143,7 @@ struct d9_sample {
 	__u64 task_id;
 	__u64 task_hdr;
 	__u64 task_vtable; /* its task type's vtable; 0 when unread */
+	__u64 window;	   /* the armed window it was selected in (arming generation) */
 	__u64 epoch; /* CLOCK_MONOTONIC second */
 	__u64 prob;  /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
 	__u64 idle_start_ns;
