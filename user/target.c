@@ -30,7 +30,8 @@ static const struct {
     {"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, PG_WORKER_RUN, 0},
     {"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, PG_WORKER_RUN, 0},
     /* The worker parks: park_timeout up to 1.48, park_internal (the same function renamed)
-     * from 1.49; park and park_yield call one of them, and are probed where not inlined. */
+     * from 1.49; park and park_yield call one of them, and are probed where not inlined.
+     * Before 1.21 the scheduler was runtime::thread_pool. */
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0,
      PG_WORKER_PARK, 0},
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0,
@@ -39,11 +40,17 @@ static const struct {
      PG_WORKER_PARK, 0},
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park_yield", PROBE_IDLE, 0,
      PG_WORKER_PARK, 0},
+    {"tokio::runtime::thread_pool::worker::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
+    {"tokio::runtime::thread_pool::worker::Context::park_timeout", PROBE_IDLE, 0, PG_WORKER_PARK,
+     0},
     /* Park points: the outermost Tokio resource polls, where a task stores its waker and
      * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
      * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
     {"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK, D9_PARK_LEAF,
      PG_SLEEP, 0},
+    /* Sleep's module before 1.21. */
+    {"<tokio::time::driver::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK,
+     D9_PARK_LEAF, PG_SLEEP, 0},
     {"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll", PROBE_PARK,
      D9_PARK_LEAF, PG_ACQUIRE, 0},
     /* Notified::poll and OwnedNotified::poll (1.47+) start with an instruction the kernel
