@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -645,31 +646,44 @@ bool target_group_missing(const struct target *t, enum probe_group g)
 	return g < PG_MAX && !target_group_probes(t, g) && (groups[g].required || t->found[g]);
 }
 
+/* Appends to buf (size bytes, *len used), cutting what does not fit. */
+static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, size - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
 /* One line when a group is missing, naming what each costs and what still works, rather
  * than sampling without it silently: a Tokio release this tool does not know yet. */
 static void report_discovery(const struct target *t)
 {
-	char line[2048];
+	char line[2048] = "";
 	size_t len = 0;
 	const char *sep = "";
 
 	for (int g = 0; g < PG_MAX; g++) {
 		if (!target_group_missing(t, (enum probe_group)g))
 			continue;
-		len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-					"%s%s (%s)", sep, groups[g].name, groups[g].without);
+		append(line, sizeof(line), &len, "%s%s (%s)", sep, groups[g].name,
+		       groups[g].without);
 		sep = ", ";
 	}
 	if (!len)
 		return;
 	sep = "";
-	len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-				"; still working:");
+	append(line, sizeof(line), &len, "; still working:");
 	for (int g = 0; g < PG_MAX; g++) {
 		if (!target_group_probes(t, (enum probe_group)g))
 			continue;
-		len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-					"%s %s", sep, groups[g].name);
+		append(line, sizeof(line), &len, "%s %s", sep, groups[g].name);
 		sep = ",";
 	}
 	fprintf(stderr,
