@@ -510,7 +510,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	if (!(ts.prob > 0))
 		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts.epoch = s->epoch;
-	ts.window = (s->flags & D9_SF_WINDOWED) ? (int64_t)s->window : -1;
+	ts.window = (s->flags & D9_SF_WINDOWED) ? s->window : 0;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
 	ts.poll_end_ns = s->poll_end_ns;

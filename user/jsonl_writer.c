@@ -175,9 +175,9 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 		json_buf_lit(b, ",\"stack_error\":");
 		json_buf_i64(b, s->stack_error);
 	}
-	if (s->window >= 0) {
+	if (s->window) {
 		json_buf_lit(b, ",\"window\":");
-		json_buf_i64(b, s->window);
+		json_buf_u64(b, s->window);
 	}
 	json_buf_lit(b, ",\"future\":");
 	put_frame_str(jw, s->future);

@@ -912,7 +912,7 @@ static int add_draw(struct report *r, int64_t window, const struct type_sum *typ
 	}
 	d = (struct draw){
 	    /* After every window, in the order they come. */
-	    .cluster = window >= 0 ? window : INT64_MAX / 2 + ++r->solo,
+	    .cluster = window > 0 ? window : INT64_MAX / 2 + ++r->solo,
 	    .type = type == &r->other_types ? MAX_TYPES : (uint32_t)(type - r->types),
 	    .w = w,
 	};
@@ -936,7 +936,7 @@ static struct worker_sum *find_worker(struct report *r, int64_t index)
 static int take_sample(struct report *r, json_object *obj, struct perr *e)
 {
 	uint64_t epoch, wcount, widle;
-	int64_t worker, stack_error = 0, window = -1;
+	int64_t worker, stack_error = 0, window = 0;
 	const char *park, *outcome = NULL, *future = NULL;
 	struct stack_ent *ent = NULL;
 	struct type_sum *type;
@@ -959,7 +959,7 @@ static int take_sample(struct report *r, json_object *obj, struct perr *e)
 	    get_u64(e, "", obj, "weight_idle_ns", false, 0, MAX_WEIGHT_IDLE, &widle) ||
 	    get_i64(e, "", obj, "stack_error", true, -4095, 0, &stack_error) ||
 	    get_str(e, "", obj, "future", true, true, &future) ||
-	    get_i64(e, "", obj, "window", true, 0, INT64_MAX, &window) ||
+	    get_i64(e, "", obj, "window", true, 1, INT64_MAX / 4, &window) ||
 	    get_typed(e, "", obj, "stack", false, json_type_array, &stack))
 		return -1;
 	if (strlen(park) > PARK_NAME_MAX)

@@ -50,10 +50,10 @@ struct task_sample {
 	bool capped;
 	const char *outcome;	/* "pending", "complete", "unknown" */
 	const char *future;	/* the task's future type (task_types.h), NULL when unknown */
-	/* The armed window it was selected in: samples of one window share its random placement,
-	 * so estimates' variance is taken over windows, not samples. -1: always armed (then every
-	 * sample is drawn on its own). */
-	int64_t window;
+	/* The armed window it was selected in (from 1): samples of one window share its random
+	 * placement, so estimates' variance is taken over windows, not samples. 0: always armed
+	 * (then every sample is drawn on its own). */
+	uint64_t window;
 	const char *park_point; /* which probe captured the stack */
 	int stack_error;	/* negative errno of the stack capture, 0 if fine */
 	/*
