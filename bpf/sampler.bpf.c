@@ -23,6 +23,9 @@
  *  - counters (per-CPU array): statistics only, summed by the loader.
  *  - events (ring buffer): samples, closed epochs and worker bindings, in order per CPU.
  *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
+ *  - tls_workers (hash, key tid): the worker key of threads that ran worker::run before the
+ *    attach, found by the loader in Tokio's thread-local context (user/worker_tls.c); read
+ *    when a thread's state is made.
  *
  * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
  * "known" and its later polls are eligible transitions even when the probes were detached in
@@ -173,6 +176,13 @@ struct {
 	__type(value, struct d9_raw_stack);
 } raw_stacks SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} tls_workers SEC(".maps");
+
 /* Never written: a zero value to insert from (per-CPU arrays cap values at 32 KiB). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -209,6 +219,15 @@ static __always_inline void count(__u32 idx)
 	count_add(idx, 1);
 }
 
+/* A worker running since before the attach entered worker::run unseen: its key, when the
+ * loader found it in the thread's Tokio context; 0 otherwise (keyed by thread). */
+static __always_inline __u64 tls_worker_of(__u32 tid)
+{
+	__u64 *key = bpf_map_lookup_elem(&tls_workers, &tid);
+
+	return key ? *key : 0;
+}
+
 static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
@@ -224,7 +243,10 @@ static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
 		count(D9_CNT_THREAD_MAP_FULL);
 		return NULL;
 	}
-	return bpf_map_lookup_elem(&threads, &tid);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t)
+		t->worker_ptr = tls_worker_of(tid);
+	return t;
 }
 
 /* splitmix64: seeds each worker's generator from the global seed and its key. */
@@ -1017,6 +1039,8 @@ int BPF_KPROBE(worker_run, __u64 worker)
 		struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
 
 		t->worker_ptr = worker;
+		/* What the loader found at the attach no longer holds for this thread. */
+		bpf_map_delete_elem(&tls_workers, &tid);
 		if (arm)
 			drop_stale_frames(t, tid, arm->generation);
 		t->run_depth = t->depth;
@@ -1029,5 +1053,46 @@ int BPF_KPROBE(worker_run, __u64 worker)
 	w->worker = worker;
 	w->ts_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(w, rb_flags);
+	return 0;
+}
+
+/* Local flavours, relocated by CO-RE: the fields the thread_regs iterator reads. */
+struct bpf_iter_meta___d9 {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___d9tls {
+	int pid;
+	struct {
+		unsigned long fsbase;
+	} thread;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__task___d9 {
+	struct bpf_iter_meta___d9 *meta;
+	struct task_struct___d9tls *task;
+} __attribute__((preserve_access_index));
+
+/*
+ * Task iterator over the target's threads (the loader limits it to the target's pid): each
+ * thread's TLS base and user stack pointer, from which the loader finds the Tokio context of
+ * workers that entered worker::run before the probes were attached. The kernel keeps the TLS
+ * base in thread.fsbase; the user registers saved at its last kernel entry give the sp.
+ */
+SEC("iter/task")
+int thread_regs(struct bpf_iter__task___d9 *ctx)
+{
+	struct task_struct___d9tls *task = ctx->task;
+	struct d9_thread_regs r = {};
+	struct pt_regs *regs;
+
+	if (!task)
+		return 0;
+	r.tid = BPF_CORE_READ(task, pid);
+	r.fsbase = BPF_CORE_READ(task, thread.fsbase);
+	regs = (struct pt_regs *)bpf_task_pt_regs((struct task_struct *)task);
+	if (regs)
+		r.sp = BPF_CORE_READ(regs, sp);
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

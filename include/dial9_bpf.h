@@ -202,6 +202,15 @@ struct d9_worker_seen {
 	__u64 ts_ns;
 };
 
+/* One thread of the target, as the thread_regs iterator writes it (user/worker_tls.c): its
+ * TLS base and its last user stack pointer seen by the kernel. */
+struct d9_thread_regs {
+	__u32 tid; /* in the root pid namespace, as the threads map keys it */
+	__u32 pad;
+	__u64 fsbase;
+	__u64 sp;
+};
+
 /* Per logical worker sampler state (BPF hash map, key = worker key). */
 struct d9_worker_state {
 	__u64 epoch;

@@ -131,6 +131,24 @@ struct worker_info *collector_worker(struct collector *c, uint64_t key)
 	return w;
 }
 
+void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid)
+{
+	struct worker_info *w = collector_worker(c, key);
+
+	if (!w)
+		return;
+	w->from_tls = true;
+	w->tid = tid;
+	read_comm(c->pid, tid, w->comm);
+}
+
+const char *collector_worker_detection(const struct worker_info *w)
+{
+	if (w->from_tls)
+		return "tls_context";
+	return w->from_worker_run ? "worker_run_arg" : "thread";
+}
+
 static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
 {
 	for (size_t i = w->nepochs; i-- > 0;)

@@ -38,6 +38,7 @@
 #include "task_types.h"
 #include "tokio_layout.h"
 #include "unwind_dwarf.h"
+#include "worker_tls.h"
 
 static volatile sig_atomic_t exiting;
 
@@ -290,6 +291,7 @@ int main(int argc, char **argv)
 	struct bpf_link *exec_link = NULL;
 	struct arming arm = {.notify_fd = -1, .stats_fd = -1, .wake_fd = -1};
 	struct run_summary run = {};
+	struct worker_tls wtls = {0};
 	struct sampler_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
 	struct symbolizer *sym = NULL;
@@ -338,6 +340,7 @@ int main(int argc, char **argv)
 		o.unwind = t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_DWARF;
 	links.multi = attach_multi_supported();
 	attach_prepare(skel, links.multi);
+	worker_tls_prepare(skel);
 	skel->rodata->targ_tgid = (uint32_t)o.pid;
 	skel->rodata->per_worker_hz = o.per_worker_hz;
 	skel->rodata->token_interval_ns = D9_NSEC_PER_SEC / o.per_worker_hz;
@@ -436,6 +439,11 @@ int main(int argc, char **argv)
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_probes(skel, t, ATTACH_PERSISTENT, &links);
+	/* worker::run is probed: a worker starting from now is seen there. */
+	if (!err) {
+		worker_tls_resolve(skel, t, &col, &wtls);
+		run.worker_tls = &wtls;
+	}
 	if (!err) {
 		exec_link = bpf_program__attach(skel->progs.target_exec);
 		if (!exec_link)

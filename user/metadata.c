@@ -11,6 +11,7 @@
 #include "collector.h"
 #include "json.h"
 #include "metadata.h"
+#include "worker_tls.h"
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
@@ -40,17 +41,18 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_RESUME_BY_ID] = "resumes_known_by_task_id",
 };
 
+/* The workers' detection method when they share one, else "mixed". */
 static const char *worker_detection(const struct collector *c)
 {
-	size_t by_run = 0;
+	const char *first;
 
-	for (size_t i = 0; i < c->nworkers; i++)
-		by_run += c->workers[i].from_worker_run;
 	if (!c->nworkers)
 		return "none";
-	if (by_run == c->nworkers)
-		return "worker_run_arg";
-	return by_run ? "mixed" : "thread";
+	first = collector_worker_detection(&c->workers[0]);
+	for (size_t i = 1; i < c->nworkers; i++)
+		if (strcmp(collector_worker_detection(&c->workers[i]), first))
+			return "mixed";
+	return first;
 }
 
 /* A finite number as JSON, else null. */
@@ -70,10 +72,10 @@ static void write_workers(FILE *f, const struct collector *c)
 
 		fprintf(f,
 			"%s\n    {\"worker\": %d, \"key\": \"0x%" PRIx64
-			"\", \"detection\": \"%s\", "
+			"\", \"detection\": \"%s\", \"worker_run_seen\": %s, "
 			"\"tid\": %u, \"comm\": ",
-			i ? "," : "", w->index, w->key,
-			w->from_worker_run ? "worker_run_arg" : "thread", w->tid);
+			i ? "," : "", w->index, w->key, collector_worker_detection(w),
+			w->from_worker_run ? "true" : "false", w->tid);
 		json_str(f, w->comm);
 		fprintf(f, ", \"samples_written\": %" PRIu64 ",\n     \"epochs\": [", w->samples);
 		for (size_t j = 0; j < w->nepochs; j++) {
@@ -264,6 +266,11 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		r->started_ns, r->stopped_ns, r->started_realtime_ns);
 	json_str(f, r->stop_reason);
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
+	if (r->worker_tls) {
+		fputs("  \"worker_tls\": ", f);
+		worker_tls_write_json(f, r->worker_tls);
+		fputs(",\n", f);
+	}
 	write_probes(f, t, r);
 	write_privileges(f, dir);
 	write_task_types(f, c->types);

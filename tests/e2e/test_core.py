@@ -193,7 +193,10 @@ def handoff_keeps_sampling():
     # Both workers keep producing while one worker's thread blocks: expect most of the budget.
     rate = len(inside) / covered
     assert rate >= 0.5 * 2 * hz, f"{len(inside)} samples in {covered:.1f}s of block_in_place"
-    by_run = [w for w in meta["workers"] if w["detection"] == "worker_run_arg"]
+    # Workers found running at the attach keep their detection (tls_context); a handoff
+    # after it is seen at worker::run.
+    by_run = [w for w in meta["workers"] if w["detection"] == "worker_run_arg"
+              or w.get("worker_run_seen")]
     assert by_run, "no worker identified by worker::run after a handoff"
     return (f"{len(inside)} samples in {covered:.1f}s of block_in_place ({rate:.1f}/s), "
             f"{len(by_run)} workers keyed by worker::run, detection {meta['worker_detection']}")
