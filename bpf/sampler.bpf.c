@@ -1058,7 +1058,7 @@ int BPF_KPROBE(worker_run, __u64 worker)
 
 /* Local flavours, relocated by CO-RE: the fields the thread_regs iterator reads. */
 struct bpf_iter_meta___d9 {
-	struct seq_file *seq;
+	void *seq;
 } __attribute__((preserve_access_index));
 
 struct task_struct___d9tls {
@@ -1067,6 +1067,11 @@ struct task_struct___d9tls {
 		unsigned long fsbase;
 	} thread;
 } __attribute__((preserve_access_index));
+
+/* The helpers by number, with void pointers: their declarations name task_struct and seq_file,
+ * whose whole type graphs the compiler would then put into the object's debug info. */
+static long (*task_pt_regs)(void *task) = (void *)BPF_FUNC_task_pt_regs;
+static long (*seq_write)(void *m, const void *data, __u32 len) = (void *)BPF_FUNC_seq_write;
 
 struct bpf_iter__task___d9 {
 	struct bpf_iter_meta___d9 *meta;
@@ -1090,9 +1095,9 @@ int thread_regs(struct bpf_iter__task___d9 *ctx)
 		return 0;
 	r.tid = BPF_CORE_READ(task, pid);
 	r.fsbase = BPF_CORE_READ(task, thread.fsbase);
-	regs = (struct pt_regs *)bpf_task_pt_regs((struct task_struct *)task);
+	regs = (struct pt_regs *)task_pt_regs(task);
 	if (regs)
 		r.sp = BPF_CORE_READ(regs, sp);
-	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }
