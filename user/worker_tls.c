@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -152,12 +153,22 @@ static int read_tls_image(const char *exe, struct tls_image *img)
 	return 0;
 }
 
+/* The target's memory, and why the last read of it failed. */
+struct target_mem {
+	int pid;
+	int err;
+};
+
 static bool read_target(void *ctx, uint64_t addr, void *buf, size_t len)
 {
+	struct target_mem *m = ctx;
 	struct iovec local = {.iov_base = buf, .iov_len = len};
 	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t r = process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
 
-	return process_vm_readv(*(int *)ctx, &local, 1, &remote, 1, 0) == (ssize_t)len;
+	if (r != (ssize_t)len)
+		m->err = r < 0 ? errno : EIO;
+	return r == (ssize_t)len;
 }
 
 static bool user_ptr(uint64_t p)
@@ -281,22 +292,23 @@ static void stack_bounds(const struct proc_map *maps, size_t nmaps, uint64_t sp,
 	*hi = m ? m->end : WT_USER_END;
 }
 
-/* Every (i, j) of one thread that reaches something shaped like a worker. */
-static int scan_thread(int pid, const struct d9_thread_regs *th, const uint64_t stack[2],
-		       uint64_t var, uint64_t size, struct found_list *out)
+/* Every (i, j) of one thread that reaches something shaped like a worker. Returns whether its
+ * TLS variable could be read, or -ENOMEM. */
+static int scan_thread(struct target_mem *mem, const struct d9_thread_regs *th,
+		       const uint64_t stack[2], uint64_t var, uint64_t size, struct found_list *out)
 {
 	uint64_t obj[WT_TLS_WORDS], cx[WT_CTX_WORDS];
 	size_t words = size / 8 < WT_TLS_WORDS ? size / 8 : WT_TLS_WORDS;
 	struct wt_found f = {.tid = th->tid};
 
-	if (!th->fsbase || !read_target(&pid, var, obj, words * 8))
+	if (!th->fsbase || !read_target(mem, var, obj, words * 8))
 		return 0;
 	for (size_t i = 0; i < words; i++) {
 		if (!user_ptr(obj[i]) || obj[i] < stack[0] || obj[i] >= stack[1] ||
-		    !read_target(&pid, obj[i], cx, sizeof(cx)))
+		    !read_target(mem, obj[i], cx, sizeof(cx)))
 			continue;
 		for (size_t j = 0; j < WT_CTX_WORDS; j++) {
-			if (!worker_tls_worker_at(read_target, &pid, cx[j], &f.handle, &f.index))
+			if (!worker_tls_worker_at(read_target, mem, cx[j], &f.handle, &f.index))
 				continue;
 			f.i = (uint16_t)i;
 			f.j = (uint16_t)j;
@@ -305,7 +317,7 @@ static int scan_thread(int pid, const struct d9_thread_regs *th, const uint64_t 
 				return -ENOMEM;
 		}
 	}
-	return 0;
+	return 1;
 }
 
 /* Every thread of the target through the thread_regs iterator; a negative errno on failure. */
@@ -360,30 +372,42 @@ static void note_worker(struct sampler_bpf *skel, struct collector *c, const str
 	collector_note_tls_worker(c, f->arc, f->tid);
 }
 
+/* Every candidate of every thread for the TLS variable at tp + off; the threads whose
+ * variable could be read go to out->readable. */
+static int scan_threads(struct target_mem *mem, int64_t off, uint64_t size,
+			const struct d9_thread_regs *th, size_t nth, struct found_list *l,
+			struct worker_tls *out)
+{
+	struct proc_map *maps = NULL;
+	size_t nmaps = 0;
+	int r = 0;
+
+	if (proc_maps_read(mem->pid, &maps, &nmaps))
+		nmaps = 0;
+	out->readable = 0;
+	for (size_t k = 0; k < nth && r >= 0; k++) {
+		uint64_t stack[2];
+
+		stack_bounds(maps, nmaps, th[k].sp, &stack[0], &stack[1]);
+		r = scan_thread(mem, &th[k], stack, th[k].fsbase + (uint64_t)off, size, l);
+		out->readable += r > 0;
+	}
+	proc_maps_free(maps, nmaps);
+	return r < 0 ? r : 0;
+}
+
 /* Tries one TLS variable: true when it gave workers (then out says which). */
-static bool try_symbol(struct sampler_bpf *skel, const struct target *t, struct collector *c,
+static bool try_symbol(struct sampler_bpf *skel, struct target_mem *mem, struct collector *c,
 		       const struct tls_image *img, const struct tls_sym *s,
 		       const struct d9_thread_regs *th, size_t nth, struct worker_tls *out)
 {
 	int64_t off = worker_tls_tp_offset(s->value, img->memsz, img->align, img->vaddr);
-	struct found_list l = {0};
 	uint16_t bi = UINT16_MAX, bj = UINT16_MAX;
-	size_t workers;
+	struct found_list l = {0};
+	size_t workers = 0;
 
-	struct proc_map *maps = NULL;
-	size_t nmaps = 0;
-
-	if (proc_maps_read(t->pid, &maps, &nmaps))
-		nmaps = 0;
-	for (size_t k = 0; k < nth; k++) {
-		uint64_t stack[2];
-
-		stack_bounds(maps, nmaps, th[k].sp, &stack[0], &stack[1]);
-		if (scan_thread(t->pid, &th[k], stack, th[k].fsbase + (uint64_t)off, s->size, &l))
-			break;
-	}
-	proc_maps_free(maps, nmaps);
-	workers = worker_tls_choose(l.v, l.n, &bi, &bj);
+	if (!scan_threads(mem, off, s->size, th, nth, &l, out))
+		workers = worker_tls_choose(l.v, l.n, &bi, &bj);
 	if (workers) {
 		snprintf(out->symbol, sizeof(out->symbol), "%s", s->name);
 		out->tp_offset = off;
@@ -404,13 +428,16 @@ static bool try_symbol(struct sampler_bpf *skel, const struct target *t, struct 
 void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct collector *c,
 			struct worker_tls *out)
 {
+	struct target_mem mem = {.pid = t->pid};
 	struct d9_thread_regs *th = NULL;
+	struct timespec t0, t1;
 	struct tls_image img;
 	size_t nth = 0;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	out->context_word = out->worker_word = -1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (read_tls_image(t->exe_link, &img) || !img.nsyms) {
 		out->status = "no_tls_symbol";
 		return;
@@ -428,10 +455,19 @@ void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct
 	out->threads = nth;
 	out->status = "no_worker_context";
 	for (size_t i = 0; i < img.nsyms; i++) {
-		if (try_symbol(skel, t, c, &img, &img.syms[i], th, nth, out)) {
+		if (try_symbol(skel, &mem, c, &img, &img.syms[i], th, nth, out)) {
 			out->status = "resolved";
 			break;
 		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	out->ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (nth && !out->readable) {
+		fprintf(stderr,
+			"dial9-bpf: failed to read the target's thread-local storage: %s: workers "
+			"already running are keyed by thread, and a block_in_place splits them\n",
+			strerror(mem.err));
+		out->status = "tls_unreadable";
 	}
 	free(th);
 }
@@ -444,6 +480,8 @@ void worker_tls_write_json(FILE *f, const struct worker_tls *w)
 	json_str(f, w->symbol[0] ? w->symbol : NULL);
 	fprintf(f,
 		", \"tp_offset\": %" PRId64 ", \"context_word\": %d, \"worker_word\": %d, "
-		"\"threads\": %zu, \"threads_resolved\": %zu, \"workers\": %zu}",
-		w->tp_offset, w->context_word, w->worker_word, w->threads, w->resolved, w->workers);
+		"\"threads\": %zu, \"threads_readable\": %zu, \"threads_resolved\": %zu, "
+		"\"workers\": %zu, \"ms\": %.1f}",
+		w->tp_offset, w->context_word, w->worker_word, w->threads, w->readable, w->resolved,
+		w->workers, w->ms);
 }

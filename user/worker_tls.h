@@ -36,8 +36,10 @@ struct worker_tls {
 	int context_word;   /* word of the variable pointing to the context; -1 if none */
 	int worker_word;    /* word of the context holding the Arc<Worker>; -1 if none */
 	size_t threads;	    /* threads of the target seen by the iterator */
+	size_t readable;    /* of them, whose TLS variable could be read */
 	size_t resolved;    /* of them, given a worker key */
 	size_t workers;	    /* distinct workers among those */
+	double ms;	    /* time taken, while the target ran on */
 };
 
 /* A read of the target's memory: true when all len bytes were read. */
