@@ -81,6 +81,12 @@ def check_release(version):
     assert idle_ms > 0, "no worker park seen: no idle time in any epoch"
     res.append(f"workers {len(meta['workers'])} ({meta['worker_detection']}, {want_comm}), "
                f"idle {idle_ms:.0f} ms")
+    # Running since before the attach: each found in the release's thread-local context, and
+    # no block_in_place after the attach splits one (test_late_attach.py).
+    tls = meta["worker_tls"]
+    assert tls["status"] == "resolved" and len(meta["workers"]) == 2, \
+        f"worker_tls {tls}; workers {[(w['key'], w['detection']) for w in meta['workers']]}"
+    res.append(f"TLS context word {tls['context_word']}, worker word {tls['worker_word']}")
 
     # Stacks: named demo fns, each kind present, yields with their stacks.
     assert len(samples) >= 200, f"only {len(samples)} samples"
