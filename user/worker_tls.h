@@ -6,7 +6,7 @@
  * before the attach never shows that call, and a block_in_place after the attach hands it to a
  * thread that does: keyed by thread first, the worker would be split in two. Each such thread
  * keeps a pointer to its worker's scheduler context in Tokio's thread-local storage (the
- * multi_thread worker's CURRENT up to ~1.25, context::CONTEXT's scheduler field since): that
+ * multi_thread worker's CURRENT in 1.24, context::CONTEXT's scheduler field in 1.38-1.53): that
  * context, a local of worker::run on the thread's stack, holds the Arc<Worker>. The loader reads
  * each thread's TLS base through a BPF task iterator, follows TLS -> context -> Arc in the
  * target's memory, and gives the sampler tid -> key before the poll probes go in.
