@@ -11,6 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
 
@@ -99,16 +100,18 @@ static uint64_t cookie_kind(const struct probe_spec *p)
 	}
 }
 
-static uint64_t cookie_of(const struct target *t, const struct probe_spec *p)
+static uint64_t cookie_of(const struct target *t, const struct probe_spec *p, bool retprobe)
 {
 	return cookie_kind(p) | (p->xol ? D9_COOKIE_XOL : 0) |
-	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
+	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | (p->at_return ? D9_COOKIE_AT_RETURN : 0) |
+	       (retprobe ? D9_COOKIE_RETURN : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
 }
 
 static int attach_one(struct attachment *a, struct bpf_program *prog, const struct target *t,
 		      const struct probe_spec *p, bool retprobe)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie_of(t, p));
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe,
+		    .bpf_cookie = cookie_of(t, p, retprobe));
 	struct bpf_link *l;
 	int err;
 
@@ -170,6 +173,22 @@ static bool is_lean_hot(const struct probe_spec *p)
 	return is_hot(p) && p->kind != PROBE_PARK;
 }
 
+/* Park points whose outcome their return says (park_outcome.c): a return probe each. */
+static bool is_ret_cold(const struct probe_spec *p)
+{
+	return is_armed_cold(p) && p->kind == PROBE_PARK && p->at_return;
+}
+
+static bool is_ret_hot(const struct probe_spec *p)
+{
+	return is_hot(p) && p->kind == PROBE_PARK && p->at_return;
+}
+
+static bool is_ret_kept(const struct probe_spec *p)
+{
+	return is_kept(p) && p->kind == PROBE_PARK && p->at_return;
+}
+
 static bool is_any(const struct probe_spec *p)
 {
 	(void)p;
@@ -203,7 +222,7 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 		if (!want(&t->probes[i]))
 			continue;
 		offs[cnt] = t->probes[i].offset;
-		cookies[cnt++] = cookie_of(t, &t->probes[i]);
+		cookies[cnt++] = cookie_of(t, &t->probes[i], retprobe);
 	}
 	if (!cnt || (err = grow(a)))
 		goto out;
@@ -269,18 +288,33 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 					      (int)getpid(), true)
 			       : -EOPNOTSUPP;
 	} else if (g == ATTACH_KEPT) {
-		err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
+		err = attach_filtered(a, skel->progs.probe_entry, t, is_ret_kept, true);
+		if (!err)
+			err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
 	} else {
-		/* No return probe: see finish_frame() in bpf/sampler.bpf.c. Cold probes first and
-		 * hot ones last (detach_probes removes them in reverse order): installing takes
-		 * milliseconds, and the target pays for every hit on a probe in place. */
+		/* No return probe on polls: see finish_frame() in bpf/sampler.bpf.c; park points
+		 * whose outcome their return says get one (none in lean windows, which have no
+		 * park points). Cold probes first and hot ones last (detach_probes removes the hot
+		 * links first): installing takes milliseconds, and the target pays for every hit
+		 * on a probe in place. A return link goes in before and out after its entry link
+		 * among the cold ones; the hot entry and return links come out at once. */
 		bool lean = g == ATTACH_ARMED_LEAN;
+		size_t before;
 
-		err = attach_filtered(a, skel->progs.probe_entry, t,
-				      lean ? is_lean_cold : is_armed_cold, false);
+		err = 0;
+
+		if (!lean)
+			err = attach_filtered(a, skel->progs.probe_entry, t, is_ret_cold, true);
+		if (!err)
+			err = attach_filtered(a, skel->progs.probe_entry, t,
+					      lean ? is_lean_cold : is_armed_cold, false);
+		before = a->n;
 		if (!err)
 			err = attach_filtered(a, skel->progs.probe_entry, t,
 					      lean ? is_lean_hot : is_hot, false);
+		if (!err && !lean)
+			err = attach_filtered(a, skel->progs.probe_entry, t, is_ret_hot, true);
+		a->hot = a->n - before;
 	}
 	if (err)
 		detach_probes(a);
@@ -316,22 +350,29 @@ void detach_probes(struct attachment *a)
 	if (!a->n)
 		goto out;
 	if (a->multi) {
-		/* The hot link (the last) here, the others side by side in a thread: closing a
-		 * link waits for an RCU tasks-trace grace period (~25 ms here) after taking its
-		 * probes out, and closed one after the other, the cold link's probes would stay in
-		 * place, and be hit, all that time. Every removal takes the target's mmap lock for
-		 * writing and a hit on a probe still in place waits for it, so the hot link should
-		 * go first: this thread closes it while the other one starts, and it holds only the
-		 * few most hit offsets (target_rank_probes). */
-		struct detach_slice rest = {a, 0, a->n - 1};
-		pthread_t t;
-		bool started = a->n > 1 && !pthread_create(&t, NULL, detach_slice, &rest);
+		/* The hot links (the last) here and in a thread of their own, the others side by
+		 * side in another: closing a link waits for an RCU tasks-trace grace period (~25 ms
+		 * here) after taking its probes out, and closed one after the other, the cold
+		 * link's probes would stay in place, and be hit, all that time. Every removal takes
+		 * the target's mmap lock for writing and a hit on a probe still in place waits for
+		 * it, so the hot links should go first: they hold only the few most hit offsets
+		 * (target_rank_probes). A hot park point's return link comes out with its entry
+		 * link: while either is in, every call still traps. */
+		size_t hot = a->hot ? a->hot : 1;
+		struct detach_slice rest = {a, 0, a->n - hot}, other = {a, a->n - 2, a->n - 1};
+		pthread_t t, t2;
+		bool started = rest.hi > 0 && !pthread_create(&t, NULL, detach_slice, &rest);
+		bool started2 = hot > 1 && !pthread_create(&t2, NULL, detach_slice, &other);
 
+		if (hot > 1 && !started2)
+			detach_slice(&other);
 		close(a->fds[a->n - 1]);
 		if (started)
 			pthread_join(t, NULL);
 		else
 			detach_slice(&rest);
+		if (started2)
+			pthread_join(t2, NULL);
 		goto out;
 	}
 	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
@@ -355,5 +396,5 @@ out:
 	free(a->fds);
 	a->links = NULL;
 	a->fds = NULL;
-	a->n = a->cap = 0;
+	a->n = a->cap = a->hot = 0;
 }

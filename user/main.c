@@ -28,6 +28,7 @@
 #include "cgroup_watch.h"
 #include "collector.h"
 #include "metadata.h"
+#include "park_outcome.h"
 #include "options.h"
 #include "report.h"
 #include "sampler.skel.h"
@@ -389,6 +390,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
+	park_outcome_load(skel, t);
 	err = make_output_dir(o.output_dir, &dir_created);
 	if (!err)
 		err = open_writers(&o, writers, &nwriters);
@@ -564,6 +566,7 @@ cleanup:
 		slice.deadline_ns = UINT64_MAX; /* probes are gone: the rest is finite */
 		ring_buffer__consume(rb);
 		read_counters(skel, run.counters);
+		park_outcome_read(skel, t);
 		collector_close_epochs(&col);
 		collector_flush(&col, UINT64_MAX, true);
 		if (finish_writers(&o, t, sym, &col, &run, writers, nwriters))

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "metadata.h"
 #include "options.h"
+#include "park_outcome.h"
 #include "target.h"
 #include "unwind_dwarf.h"
 
@@ -34,6 +35,8 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_LEAN_HITS] = "lean_window_yield_hits",
     [D9_CNT_LEAN_BUSY_NS] = "lean_window_yield_busy_ns",
     [D9_CNT_CAPTURE_NS] = "capture_ns",
+    [D9_CNT_RET_HITS] = "park_return_hits",
+    [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
 };
 
 static const char *worker_detection(const struct collector *c)
@@ -100,6 +103,25 @@ static void write_workers(FILE *f, const struct collector *c)
 	fputs("\n  ],\n", f);
 }
 
+/* How a park point's outcome is observed, and what its returns said in sampled polls. */
+static void write_park_outcome(FILE *f, const struct d9_park_outcome *o)
+{
+	fputs(", \"outcome\": ", f);
+	json_str(f, park_outcome_describe(o));
+	if (o->method < D9_OUT_RET_AL)
+		return;
+	if (o->method == D9_OUT_SRET_BYTE)
+		fprintf(f, ", \"tag_offset\": %u", o->off);
+	if (o->method != D9_OUT_JOIN_STATE)
+		fprintf(f, ", \"pending_value\": %u", o->pending);
+	fprintf(f,
+		", \"seen_pending\": %" PRIu64 ", \"seen_ready\": %" PRIu64
+		", \"seen_unexpected\": %" PRIu64,
+		(uint64_t)o->pending_n, (uint64_t)o->ready_n, (uint64_t)o->bad_n);
+	if (o->bad_n)
+		fprintf(f, ", \"first_unexpected\": \"0x%" PRIx64 "\"", (uint64_t)o->bad_value);
+}
+
 static void write_probes(FILE *f, const struct target *t, const struct run_summary *r)
 {
 	fprintf(f,
@@ -117,6 +139,8 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 		/* Probed at the callee that only its Pending path reaches (target.c). */
 		if (t->probes[i].at_callee)
 			fputs(", \"pending_path_only\": true", f);
+		if (t->probes[i].kind == PROBE_PARK)
+			write_park_outcome(f, &t->probes[i].outcome);
 		fputc('}', f);
 	}
 	fputs("]},\n", f);

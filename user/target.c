@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "demangle.h"
 #include "elf_file.h"
+#include "park_outcome.h"
 #include "target.h"
 
 /* Names after demangling without the hash. Generic functions demangle the same for every
@@ -469,6 +470,7 @@ static void classify_insns(struct target *t)
 	t->keeps_frame_pointers = t->nprobes && fp * 10 >= t->nprobes * 9;
 	if (fd >= 0) {
 		move_yield_to_pending_path(t, fd);
+		park_outcome_classify(t, fd);
 		close(fd);
 	}
 }

@@ -11,13 +11,14 @@
 #include <stdint.h>
 
 struct task_frame {
-	uint64_t addr;	      /* runtime address: the ip for the leaf, return addresses above */
+	uint64_t addr; /* runtime address: the ip for the leaf, return addresses above */
 	/* Demangled function, NULL when unknown. name and module stay valid and unchanged while
-	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them. */
+	 * the writers are open (owned by the symbolizer and unwinder): writers key caches on them.
+	 */
 	const char *name;
 	const char *module;   /* mapped file path as the target sees it, NULL when anonymous */
 	uint64_t file_offset; /* addr translated into module */
-	bool inlined;         /* a call inlined into the next frame's function (same addr) */
+	bool inlined;	      /* a call inlined into the next frame's function (same addr) */
 };
 
 /* What BPF copied at the park point for DWARF unwinding (--unwind dwarf). */
@@ -30,7 +31,7 @@ struct raw_copy {
 
 struct task_sample {
 	uint64_t timestamp_ns; /* CLOCK_MONOTONIC capture time */
-	uint32_t pid, tid; /* as the tool sees them (its own pid namespace) */
+	uint32_t pid, tid;     /* as the tool sees them (its own pid namespace) */
 	/* As the target sees them, in its innermost pid namespace (containers); equal to pid and
 	 * tid when it shares the tool's namespace. */
 	uint32_t ns_pid, ns_tid;
@@ -47,7 +48,12 @@ struct task_sample {
 	bool capped;
 	const char *outcome;	/* "pending", "complete", "unknown" */
 	const char *park_point; /* which probe captured the stack */
-	int stack_error;	/* negative errno of the stack capture, 0 if fine */
+	/* How the park point was decided: "returned_pending", "always_pending",
+	 * "outcome_unknown" (no leaf seen Pending: the first whose outcome cannot be seen),
+	 * "none". */
+	const char *park_decided;
+	uint32_t also_pending; /* other leaves seen Pending in the poll */
+	int stack_error;       /* negative errno of the stack capture, 0 if fine */
 	/*
 	 * Horvitz-Thompson weights as integers (perf periods and folded counts must be
 	 * integers): weight_count estimates resumes and is 1/p rounded stochastically (floor,
@@ -58,7 +64,7 @@ struct task_sample {
 	uint64_t weight_idle_ns;
 	size_t nframes;
 	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
-	const struct raw_copy *raw;      /* NULL unless the stack was copied for DWARF unwinding */
+	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */
 };
 
 #endif
