@@ -946,7 +946,8 @@ static __always_inline struct frame *selected_frame(struct thread_state *t)
 
 /* A park point's entry: counted as the poll's last park, and in a selected poll either the
  * place it parks (yield; or, while no leaf was seen Pending, the first leaf whose outcome
- * cannot be seen), or an open leaf whose return decides (D9_COOKIE_AT_RETURN). */
+ * cannot be seen), or an open leaf whose return decides (D9_COOKIE_AT_RETURN): then 1, the
+ * return is wanted. */
 static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 cookie)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -980,7 +981,7 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 		t->leaf.sret = PT_REGS_PARM1(ctx);
 		t->leaf.hdr = hdr;
 		t->leaf.probe = D9_COOKIE_GET_INDEX(cookie);
-		return 0;
+		return 1;
 	}
 	if (outcome_known(cookie) && o->method == D9_OUT_ALWAYS && !o->invalid) {
 		if (f->park_how == D9_HOW_PENDING || f->park_how == D9_HOW_ALWAYS) {
@@ -1091,11 +1092,10 @@ static __always_inline int on_park_return(struct pt_regs *ctx, __u32 park_point,
 	return 0;
 }
 
-/* The one program of the armed probes: raw::poll, raw::dealloc, park points, worker park. */
-SEC("uprobe")
-int BPF_KPROBE(probe_entry, __u64 arg0)
+/* Every armed probe's hit: counted (the cost driver), per probe (ranking), and the kept
+ * probes' alarm. */
+static __always_inline void count_hit(__u64 cookie)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 idx = D9_COOKIE_GET_INDEX(cookie);
 
 	count(D9_CNT_HITS);
@@ -1111,6 +1111,16 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 		kept_alarm_armed = 0;
 		bpf_ringbuf_output(&kept_alarm, &one, sizeof(one), BPF_RB_FORCE_WAKEUP);
 	}
+}
+
+/* The one program of the armed probes: raw::poll, raw::dealloc, park points (and their
+ * return probes where sessions are not available), worker park. */
+SEC("uprobe")
+int BPF_KPROBE(probe_entry, __u64 arg0)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	count_hit(cookie);
 	switch (D9_COOKIE_KIND(cookie)) {
 	case D9_PK_POLL:
 		return on_poll_entry(ctx, arg0);
@@ -1120,10 +1130,33 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 		return on_dealloc(arg0);
 	case D9_PK_PARK:
 		if (cookie & D9_COOKIE_RETURN)
-			return on_park_return(ctx, D9_COOKIE_PARK(cookie), cookie);
-		return on_park(ctx, D9_COOKIE_PARK(cookie), cookie);
+			on_park_return(ctx, D9_COOKIE_PARK(cookie), cookie);
+		else
+			on_park(ctx, D9_COOKIE_PARK(cookie), cookie);
+		return 0;
 	}
 	return 0;
+}
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/*
+ * Park points whose return says their outcome, in a uprobe session link (6.13+): the entry
+ * returns 1 unless it opened a leaf of a selected poll, and the kernel then sets no return
+ * probe for that call. A return costs about a hit, so only selected polls pay it, instead of
+ * every call in a window.
+ */
+SEC("uprobe")
+int BPF_KPROBE(park_session)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	count_hit(cookie);
+	if (bpf_session_is_return()) {
+		on_park_return(ctx, D9_COOKIE_PARK(cookie), cookie);
+		return 0;
+	}
+	return on_park(ctx, D9_COOKIE_PARK(cookie), cookie) ? 0 : 1;
 }
 
 /*

@@ -17,6 +17,7 @@
 
 /* From the kernel's uapi (6.6+), absent from Debian 12's headers. */
 #define D9_BPF_TRACE_UPROBE_MULTI 48
+#define D9_BPF_TRACE_UPROBE_SESSION 57 /* 6.13+ */
 #define D9_BPF_F_UPROBE_MULTI_RETURN 1U
 #define D9_BPF_LINK_CREATE 28
 
@@ -52,14 +53,44 @@ bool attach_multi_supported(void)
 	return major > 6 || (major == 6 && minor >= 6);
 }
 
+/* Park points whose return says their outcome go in uprobe session links (set before load,
+ * for every link of the run). */
+static bool session_links;
+
+/* Whether this kernel has uprobe sessions (6.13+); DIAL9_UPROBE_SESSION=0 uses a return
+ * probe on every call instead. */
+static bool session_supported(void)
+{
+	const char *env = getenv("DIAL9_UPROBE_SESSION");
+	struct utsname u;
+	int major, minor;
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 13);
+}
+
+bool attach_uses_sessions(void)
+{
+	return session_links;
+}
+
 void attach_prepare(struct sampler_bpf *skel, bool multi)
 {
 	struct bpf_program *prog;
 
-	if (!multi)
-		return;
-	bpf_object__for_each_program(prog, skel->obj)
-	    bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
+	session_links = multi && session_supported();
+	if (multi) {
+		bpf_object__for_each_program(prog, skel->obj)
+		    bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
+	}
+	if (session_links)
+		bpf_program__set_expected_attach_type(skel->progs.park_session,
+						      D9_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(skel->progs.park_session, false);
 }
 
 static int grow(struct attachment *a)
@@ -140,15 +171,27 @@ static bool is_armed_any(const struct probe_spec *p)
 	       p->kind == PROBE_IDLE;
 }
 
+/* Park points whose return says their outcome (park_outcome.c). */
+static bool is_ret(const struct probe_spec *p)
+{
+	return p->kind == PROBE_PARK && p->at_return;
+}
+
+/* In an entry link: all but the park points a session link covers whole. */
+static bool is_entry(const struct probe_spec *p)
+{
+	return is_armed_any(p) && !(session_links && is_ret(p));
+}
+
 /* The probes a window puts in: the armed ones not kept in place between windows. */
 static bool is_armed(const struct probe_spec *p)
 {
-	return is_armed_any(p) && !p->kept;
+	return is_entry(p) && !p->kept;
 }
 
 static bool is_kept(const struct probe_spec *p)
 {
-	return is_armed_any(p) && p->kept;
+	return is_entry(p) && p->kept;
 }
 
 /* Hot probes: the ones hit in recent windows (target_rank_probes() marks them from the
@@ -173,20 +216,20 @@ static bool is_lean_hot(const struct probe_spec *p)
 	return is_hot(p) && p->kind != PROBE_PARK;
 }
 
-/* Park points whose outcome their return says (park_outcome.c): a return probe each. */
+/* Their return (or session) links, by the same split as the entry links. */
 static bool is_ret_cold(const struct probe_spec *p)
 {
-	return is_armed_cold(p) && p->kind == PROBE_PARK && p->at_return;
+	return is_ret(p) && !p->kept && !p->hot;
 }
 
 static bool is_ret_hot(const struct probe_spec *p)
 {
-	return is_hot(p) && p->kind == PROBE_PARK && p->at_return;
+	return is_ret(p) && !p->kept && p->hot;
 }
 
 static bool is_ret_kept(const struct probe_spec *p)
 {
-	return is_kept(p) && p->kind == PROBE_PARK && p->at_return;
+	return is_ret(p) && p->kept;
 }
 
 static bool is_any(const struct probe_spec *p)
@@ -204,6 +247,7 @@ static bool is_worker_run(const struct probe_spec *p)
 static int attach_multi(struct attachment *a, struct bpf_program *prog, const struct target *t,
 			probe_filter want, bool retprobe, int pid, bool quiet)
 {
+	bool session = bpf_program__expected_attach_type(prog) == D9_BPF_TRACE_UPROBE_SESSION;
 	union d9_link_create_attr attr;
 	uint64_t *offs = calloc(t->nprobes, sizeof(*offs));
 	uint64_t *cookies = calloc(t->nprobes, sizeof(*cookies));
@@ -228,7 +272,7 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 		goto out;
 	memset(&attr, 0, sizeof(attr));
 	attr.um.prog_fd = (uint32_t)bpf_program__fd(prog);
-	attr.um.attach_type = D9_BPF_TRACE_UPROBE_MULTI;
+	attr.um.attach_type = session ? D9_BPF_TRACE_UPROBE_SESSION : D9_BPF_TRACE_UPROBE_MULTI;
 	attr.um.path = (uint64_t)(uintptr_t)t->exe_link;
 	attr.um.offsets = (uint64_t)(uintptr_t)offs;
 	attr.um.cookies = (uint64_t)(uintptr_t)cookies;
@@ -240,7 +284,10 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 		err = -errno;
 		if (!quiet)
 			fprintf(stderr, "dial9-bpf: failed to attach %u %s probes to %s: %s\n", cnt,
-				retprobe ? "return" : "entry", t->exe_path, strerror(-err));
+				session	   ? "session"
+				: retprobe ? "return"
+					   : "entry",
+				t->exe_path, strerror(-err));
 		goto out;
 	}
 	a->fds[a->n++] = fd;
@@ -274,6 +321,16 @@ int attach_probes_prog(struct bpf_program *prog, const struct target *t, bool re
 	return err;
 }
 
+/* The park points that want their return: a session link (entry and return in one) or a
+ * return link beside their entry link. */
+static int attach_ret(struct attachment *a, struct sampler_bpf *skel, const struct target *t,
+		      probe_filter want)
+{
+	if (session_links)
+		return attach_filtered(a, skel->progs.park_session, t, want, false);
+	return attach_filtered(a, skel->progs.probe_entry, t, want, true);
+}
+
 int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_group g,
 		  struct attachment *a)
 {
@@ -288,7 +345,7 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 					      (int)getpid(), true)
 			       : -EOPNOTSUPP;
 	} else if (g == ATTACH_KEPT) {
-		err = attach_filtered(a, skel->progs.probe_entry, t, is_ret_kept, true);
+		err = attach_ret(a, skel, t, is_ret_kept);
 		if (!err)
 			err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
 	} else {
@@ -297,14 +354,12 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 		 * park points). Cold probes first and hot ones last (detach_probes removes the hot
 		 * links first): installing takes milliseconds, and the target pays for every hit
 		 * on a probe in place. A return link goes in before and out after its entry link
-		 * among the cold ones; the hot entry and return links come out at once. */
+		 * among the cold ones; the hot entry and return links come out at once. With
+		 * sessions those park points are in the session links only. */
 		bool lean = g == ATTACH_ARMED_LEAN;
 		size_t before;
 
-		err = 0;
-
-		if (!lean)
-			err = attach_filtered(a, skel->progs.probe_entry, t, is_ret_cold, true);
+		err = lean ? 0 : attach_ret(a, skel, t, is_ret_cold);
 		if (!err)
 			err = attach_filtered(a, skel->progs.probe_entry, t,
 					      lean ? is_lean_cold : is_armed_cold, false);
@@ -313,7 +368,7 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 			err = attach_filtered(a, skel->progs.probe_entry, t,
 					      lean ? is_lean_hot : is_hot, false);
 		if (!err && !lean)
-			err = attach_filtered(a, skel->progs.probe_entry, t, is_ret_hot, true);
+			err = attach_ret(a, skel, t, is_ret_hot);
 		a->hot = a->n - before;
 	}
 	if (err)

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "metadata.h"
 #include "options.h"
+#include "attach.h"
 #include "park_outcome.h"
 #include "target.h"
 #include "unwind_dwarf.h"
@@ -128,10 +129,11 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 		"  \"probes\": {\"attached\": %" PRIu64
 		", \"link\": \"%s\", \"attach_ms\": %.1f, \"detach_ms\": %.1f, "
 		"\"poll_functions\": %zu, \"dealloc_functions\": %zu, \"worker_run\": %zu, "
-		"\"park_points\": %zu,\n    \"symbols\": [",
+		"\"park_points\": %zu, \"park_returns\": \"%s\",\n    \"symbols\": [",
 		r->probes_attached, r->uprobe_multi ? "uprobe_multi" : "perf_event", r->attach_ms,
 		r->detach_ms, t->count[PROBE_POLL], t->count[PROBE_DEALLOC],
-		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK]);
+		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK],
+		attach_uses_sessions() ? "uprobe_session" : "uretprobe");
 	for (size_t i = 0; i < t->nprobes; i++) {
 		fprintf(f, "%s\n      {\"kind\": \"%s\", \"offset\": \"0x%" PRIx64 "\", \"name\": ",
 			i ? "," : "", probe_kind_name(t->probes[i].kind), t->probes[i].offset);
