@@ -705,6 +705,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->park_how = D9_HOW_NONE;
 	f->also_pending = 0;
 	f->leaf_ip = 0;
+	t->leaf.sp = 0;
 
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
 	/* A task that yielded is resumed as soon as the worker gets to it, so its resumes come
@@ -969,6 +970,10 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 	if (!f)
 		return 0;
 	count(D9_CNT_PARK_HITS);
+	/* Inside a leaf whose return decides (Sleep::poll registers its timer's AtomicWaker):
+	 * that return says whether the task parks there, whatever this one does. */
+	if (t->leaf.sp && PT_REGS_SP(ctx) < t->leaf.sp)
+		return 0;
 	o = outcome_spec(cookie);
 	if ((cookie & D9_COOKIE_AT_RETURN) && outcome_known(cookie) && !o->invalid) {
 		__u64 self = PT_REGS_PARM2(ctx), hdr = 0;

@@ -64,10 +64,10 @@ def of_task(samples, fn):
     return [s for s in samples if any(fn in n for n in names(s))]
 
 
-def profile(pt, *args, duration=6, windows=False):
+def profile(pt, *args, duration=6, windows=False, env=None):
     out = tmpdir("d9pt-out-")
     rc, _, err = run_tool("--pid", pt.pid, "--duration", duration, "--output", out, *args,
-                          timeout=duration + 60, windows=windows)
+                          timeout=duration + 60, windows=windows, env=env)
     assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
     return read_samples(out), read_metadata(out)
 
@@ -94,11 +94,28 @@ def join_names_the_pending_receive():
 
 
 @test
-def select_names_the_first_pending():
-    """biased select! of a sleep and a Notified, both Pending: the sleep (polled first) is
-    named and the Notified counted in also_pending."""
+def handle_names_the_pending_join_handle():
+    """join!(JoinHandle of a sleeping child, ready acquire): the JoinHandle, read from the
+    joined task's state at its return; the child's own last poll (its Sleep returned Ready,
+    with the timer's AtomicWaker registered inside it) names nothing."""
+    pt = ParkTruth("handle", 10)
+    samples, meta = profile(pt, "--per-worker-hz", 20)
+    truth = pt.finish()
+    assert truth["handle_rounds"] > 1000, truth
+    mine = of_task(samples, "handle_kind_task")
+    assert len(mine) >= 20, f"only {len(mine)} samples of handle_kind_task"
+    handle = [s for s in mine if "JoinHandle" in names(s)[0]
+              and s["park_decided"] == "returned_pending"]
+    assert share(handle, mine) >= 0.95, \
+        f"{len(handle)}/{len(mine)} name the JoinHandle: {[names(s)[:2] for s in mine][:3]}"
+    jh = [p for p in meta["probes"]["symbols"] if "JoinHandle<u64>" in p["name"]]
+    assert jh and jh[0]["seen_pending"] > 0 and jh[0]["seen_unexpected"] == 0, jh
+    return f"{len(handle)}/{len(mine)} name the JoinHandle"
+
+
+def select_check(env=None):
     pt = ParkTruth("select", 10)
-    samples, _ = profile(pt, "--per-worker-hz", 20)
+    samples, meta = profile(pt, "--per-worker-hz", 20, env=env)
     truth = pt.finish()
     assert truth["select_sleep_fired"] > 100 and truth["select_notify_fired"] > 100, truth
     mine = of_task(samples, "select_kind_task")
@@ -109,7 +126,21 @@ def select_names_the_first_pending():
         f"{len(first)}/{len(mine)} name the sleep with also_pending >= 1: " \
         f"{[(names(s)[:1], s['also_pending']) for s in mine if s not in first][:3]}"
     return (f"{len(first)}/{len(mine)} name the sleep, also_pending >= 1; truth "
-            f"{truth['select_sleep_fired']} sleeps, {truth['select_notify_fired']} notifies")
+            f"{truth['select_sleep_fired']} sleeps, {truth['select_notify_fired']} notifies; "
+            f"returns by {meta['probes']['park_returns']}")
+
+
+@test
+def select_names_the_first_pending():
+    """biased select! of a sleep and a Notified, both Pending: the sleep (polled first) is
+    named and the Notified counted in also_pending."""
+    return select_check()
+
+
+@test
+def select_names_the_first_pending_uretprobe():
+    """The same with a return probe on every call (kernels without uprobe sessions)."""
+    return select_check(env=dict(os.environ, DIAL9_UPROBE_SESSION="0"))
 
 
 def server_run(binary, windows):

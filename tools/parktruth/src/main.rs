@@ -5,6 +5,8 @@
 //!   is ready at once (Ready), receive first: the task parks in the receive.
 //! - `select`: each task selects (biased: the sleep first) a sleep and a `Notified`, both
 //!   Pending; a notifier wakes it at random times, so either branch fires.
+//! - `handle`: each task awaits the JoinHandle of a child that sleeps (Pending), then polls a
+//!   ready acquire: the task parks in the JoinHandle.
 //! - `server`: a TCP server on 127.0.0.1 whose connection tasks poll like hyper's dispatcher:
 //!   read requests until the read is Pending, then write and flush the replies (Ready), then
 //!   wait for the next request: the task parks in the read.
@@ -24,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 static JOIN_ROUNDS: AtomicU64 = AtomicU64::new(0);
+static HANDLE_ROUNDS: AtomicU64 = AtomicU64::new(0);
 static SELECT_SLEEP_FIRED: AtomicU64 = AtomicU64::new(0);
 static SELECT_NOTIFY_FIRED: AtomicU64 = AtomicU64::new(0);
 static CONN_REQUESTS: AtomicU64 = AtomicU64::new(0);
@@ -72,6 +75,28 @@ async fn join_feeder(tx: mpsc::Sender<u64>, seed: u64) {
         if tx.send(i).await.is_err() {
             return;
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// handle: a pending JoinHandle, then a ready acquire
+// ---------------------------------------------------------------------------------------------
+
+#[inline(never)]
+async fn handle_kind_task(sem: Arc<Semaphore>, seed: u64) {
+    let mut rng = seed | 1;
+    loop {
+        let d = Duration::from_micros(500 + next_rand(&mut rng) % 1500);
+        let child = tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            d.as_micros() as u64
+        });
+        let (v, permit) = tokio::join!(child, sem.acquire());
+        drop(permit);
+        if v.is_err() {
+            return;
+        }
+        HANDLE_ROUNDS.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -189,7 +214,7 @@ async fn serve(listener: TcpListener) {
 // Options and main
 // ---------------------------------------------------------------------------------------------
 
-const USAGE: &str = "usage: dial9-parktruth --mode join|select|server [--tasks N] [--workers N] \
+const USAGE: &str = "usage: dial9-parktruth --mode join|handle|select|server [--tasks N] [--workers N] \
 [--duration S] [--port P]";
 
 struct Opts {
@@ -220,8 +245,8 @@ fn parse_args() -> Opts {
             _ => die(&format!("unknown option: {}", name)),
         }
     }
-    if !["join", "select", "server"].contains(&o.mode.as_str()) {
-        die("--mode must be join, select or server");
+    if !["join", "handle", "select", "server"].contains(&o.mode.as_str()) {
+        die("--mode must be join, handle, select or server");
     }
     o
 }
@@ -252,6 +277,9 @@ fn main() {
                     tokio::spawn(join_kind_task(rx, Arc::new(Semaphore::new(4))));
                     tokio::spawn(join_feeder(tx, seed));
                 }
+                "handle" => {
+                    tokio::spawn(handle_kind_task(Arc::new(Semaphore::new(4)), seed));
+                }
                 "select" => {
                     let n = Arc::new(Notify::new());
                     tokio::spawn(select_kind_task(n.clone(), seed));
@@ -276,9 +304,10 @@ fn main() {
     ));
     std::thread::sleep(Duration::from_secs(o.duration));
     emit(&format!(
-        "{{\"type\":\"end\",\"join_rounds\":{},\"select_sleep_fired\":{},\"select_notify_fired\":{},\
+        "{{\"type\":\"end\",\"join_rounds\":{},\"handle_rounds\":{},\"select_sleep_fired\":{},\"select_notify_fired\":{},\
 \"conn_requests\":{},\"conn_read_pending\":{},\"conn_write_pending\":{},\"conn_polls_pending\":{}}}",
         c(&JOIN_ROUNDS),
+        c(&HANDLE_ROUNDS),
         c(&SELECT_SLEEP_FIRED),
         c(&SELECT_NOTIFY_FIRED),
         c(&CONN_REQUESTS),
