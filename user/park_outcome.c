@@ -60,7 +60,7 @@ bool park_outcome_sret_tag(const unsigned char *code, size_t len, uint8_t *off, 
 
 static void classify_sret(struct target *t, struct probe_spec *p, int fd)
 {
-	const struct elf_sym *fn = elf_file_lookup(t->elf, p->vaddr);
+	const struct elf_sym *fn = t->elf && fd >= 0 ? elf_file_lookup(t->elf, p->vaddr) : NULL;
 	unsigned char code[4096];
 	size_t len;
 
