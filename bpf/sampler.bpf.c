@@ -827,7 +827,7 @@ static __always_inline int on_dealloc(__u64 hdr)
 /* Registers and the top of the user stack, page by page so that the end of the stack mapping
  * ends the copy instead of failing it whole. */
 static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bool at_callee,
-					      bool at_return)
+					      __u64 leaf_ip)
 {
 	struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
 	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), addr;
@@ -841,10 +841,13 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 		ip -= 1;
 		sp += 8;
 	}
-	/* At a return the caller's frame is current, at its return address: the call site is
-	 * the instruction before it, as at a callee's entry. */
-	if (at_return)
-		ip -= 1;
+	/* At a leaf's return: the registers as they were at its entry (ip its first instruction,
+	 * its return address at [sp]), so that any unwinder, perf's too, starts in the leaf.
+	 * The copy gets the return address back at [sp] below (a return probe replaced it). */
+	if (leaf_ip) {
+		ip = leaf_ip;
+		sp -= 8;
+	}
 
 	if (!raw) {
 		struct d9_raw_stack *zero = bpf_map_lookup_elem(&zero_raw, &z);
@@ -879,14 +882,19 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 		addr += D9_RAW_PAGE;
 	}
 	raw->len = len;
+	/* sp is 8-aligned: the slot lies whole in the first page. */
+	if (leaf_ip && len)
+		*(__u64 *)(raw->data + (sp & (D9_RAW_PAGE - 8))) = PT_REGS_IP(ctx);
 }
 
 /* The stack of a selected poll at the park point that names it. at_callee: at the entry of a
- * function the park point calls; at_return: at the park point's return, in its caller. */
+ * function the park point calls; leaf_ip: at the return of the park point entered there, in
+ * its caller. */
 static __always_inline void capture_park(struct pt_regs *ctx, struct thread_state *t,
 					 struct frame *f, __u32 tid, __u32 park_point,
-					 bool at_callee, bool at_return)
+					 bool at_callee, __u64 leaf_ip)
 {
+	bool at_return = leaf_ip != 0;
 	struct stack_buf *sb;
 	__u64 t0;
 
@@ -917,8 +925,9 @@ static __always_inline void capture_park(struct pt_regs *ctx, struct thread_stat
 	f->park_point = park_point;
 	f->park_ns = bpf_ktime_get_ns();
 	f->flags |= D9_SF_STACK_AT_PARK;
+	f->leaf_ip = leaf_ip;
 	if (raw_stack_bytes)
-		capture_raw_stack(ctx, tid, at_callee, at_return);
+		capture_raw_stack(ctx, tid, at_callee, leaf_ip);
 	capture_done(t, t0);
 }
 
@@ -993,15 +1002,14 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 			f->also_pending++;
 			return 0;
 		}
-		capture_park(ctx, t, f, tid, park_point, cookie & D9_COOKIE_CALLEE, false);
-		f->leaf_ip = 0;
+		capture_park(ctx, t, f, tid, park_point, cookie & D9_COOKIE_CALLEE, 0);
 		f->park_how = D9_HOW_ALWAYS;
 		return 0;
 	}
 	/* Outcome unknown: named only while nothing better is known, and only the first. */
 	if (f->park_how != D9_HOW_NONE)
 		return 0;
-	capture_park(ctx, t, f, tid, park_point, cookie & D9_COOKIE_CALLEE, false);
+	capture_park(ctx, t, f, tid, park_point, cookie & D9_COOKIE_CALLEE, 0);
 	f->park_how = D9_HOW_UNOBSERVED;
 	return 0;
 }
@@ -1091,8 +1099,7 @@ static __always_inline int on_park_return(struct pt_regs *ctx, __u32 park_point,
 		f->also_pending++;
 		return 0;
 	}
-	capture_park(ctx, t, f, tid, park_point, false, true);
-	f->leaf_ip = t->leaf.ip;
+	capture_park(ctx, t, f, tid, park_point, false, t->leaf.ip);
 	f->park_how = D9_HOW_PENDING;
 	return 0;
 }

@@ -475,14 +475,16 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		c->frames_fp += nframes;
 		c->frames_dwarf += npcs;
 		c->samples_dwarf++;
-		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). */
-		if (npcs >= nframes) {
+		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). The
+		 * raw copy starts in the leaf (its registers are as at its entry). */
+		if (npcs >= nframes + (s->leaf_ip != 0)) {
 			pcs = dwarf_pcs;
 			nframes = npcs;
 		}
 	}
-	/* Taken at the leaf's return: the stack starts at its call site, the leaf goes on top. */
-	if (s->leaf_ip && nframes) {
+	/* A frame-pointer chain taken at the leaf's return starts at its call site: the leaf
+	 * goes on top. */
+	if (s->leaf_ip && nframes && pcs == (const uint64_t *)s->stack) {
 		leaf_pcs[0] = s->leaf_ip;
 		memcpy(leaf_pcs + 1, pcs, nframes * sizeof(*pcs));
 		pcs = leaf_pcs;
