@@ -457,12 +457,25 @@ static struct run_thread *note_thread(struct collector *c, uint32_t tid, int wor
 	return t;
 }
 
+static const char *park_decided_name(uint32_t how)
+{
+	static const char *const names[] = {
+	    [D9_HOW_NONE] = "none",
+	    [D9_HOW_PENDING] = "returned_pending",
+	    [D9_HOW_ALWAYS] = "always_pending",
+	    [D9_HOW_UNOBSERVED] = "outcome_unknown",
+	};
+
+	return how < sizeof(names) / sizeof(names[0]) ? names[how] : "none";
+}
+
 static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
 {
 	struct worker_info *w = collector_worker(c, s->worker);
 	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
 	struct task_frame frames[MAX_FRAMES_OUT];
 	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
+	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
 	const uint64_t *pcs = (const uint64_t *)s->stack;
 	struct task_sample ts = {};
 	struct task_type *type;
@@ -482,11 +495,20 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		c->frames_fp += nframes;
 		c->frames_dwarf += npcs;
 		c->samples_dwarf++;
-		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). */
-		if (npcs >= nframes) {
+		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). The
+		 * raw copy starts in the leaf (its registers are as at its entry). */
+		if (npcs >= nframes + (s->leaf_ip != 0)) {
 			pcs = dwarf_pcs;
 			nframes = npcs;
 		}
+	}
+	/* A frame-pointer chain taken at the leaf's return starts at its call site: the leaf
+	 * goes on top. */
+	if (s->leaf_ip && nframes && pcs == (const uint64_t *)s->stack) {
+		leaf_pcs[0] = s->leaf_ip;
+		memcpy(leaf_pcs + 1, pcs, nframes * sizeof(*pcs));
+		pcs = leaf_pcs;
+		nframes++;
 	}
 	for (size_t i = 0; i < nframes && n < MAX_FRAMES_OUT; i++) {
 		struct inline_frame inl[MAX_INLINE];
@@ -537,6 +559,8 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		     : (s->flags & D9_SF_PENDING) ? "pending"
 						  : "unknown";
 	ts.park_point = park_point_name(s->park_point);
+	ts.park_decided = park_decided_name(s->park_how);
+	ts.also_pending = s->also_pending;
 	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
 	ts.weight_count =
 	    stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));

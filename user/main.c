@@ -28,6 +28,7 @@
 #include "cgroup_watch.h"
 #include "collector.h"
 #include "metadata.h"
+#include "park_outcome.h"
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
@@ -374,6 +375,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
+	park_outcome_load(skel, t);
 	err = out_dir_open(&outdir, o.output_dir, &dir_created);
 	if (err) {
 		err = 1;
@@ -570,6 +572,7 @@ cleanup:
 		slice.deadline_ns = UINT64_MAX; /* probes are gone: the rest is finite */
 		ring_buffer__consume(rb);
 		read_counters(skel, run.counters);
+		park_outcome_read(skel, t);
 		collector_close_epochs(&col);
 		collector_flush(&col, UINT64_MAX, true);
 		if (finish_writers(&o, t, sym, &col, &run, writers, nwriters))

@@ -13,7 +13,9 @@
 #include "metadata.h"
 #include "worker_tls.h"
 #include "options.h"
+#include "attach.h"
 #include "out_dir.h"
+#include "park_outcome.h"
 #include "privs.h"
 #include "task_types.h"
 #include "target.h"
@@ -39,6 +41,8 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_LEAN_BUSY_NS] = "lean_window_yield_busy_ns",
     [D9_CNT_CAPTURE_NS] = "capture_ns",
     [D9_CNT_RESUME_BY_ID] = "resumes_known_by_task_id",
+    [D9_CNT_RET_HITS] = "park_return_hits",
+    [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
 };
 
 /* The workers' detection method when they share one, else "mixed". */
@@ -106,16 +110,36 @@ static void write_workers(FILE *f, const struct collector *c)
 	fputs("\n  ],\n", f);
 }
 
+/* How a park point's outcome is observed, and what its returns said in sampled polls. */
+static void write_park_outcome(FILE *f, const struct d9_park_outcome *o)
+{
+	fputs(", \"outcome\": ", f);
+	json_str(f, park_outcome_describe(o));
+	if (o->method < D9_OUT_RET_AL)
+		return;
+	if (o->method == D9_OUT_SRET_BYTE)
+		fprintf(f, ", \"tag_offset\": %u", o->off);
+	if (o->method != D9_OUT_JOIN_STATE)
+		fprintf(f, ", \"pending_value\": %u", o->pending);
+	fprintf(f,
+		", \"seen_pending\": %" PRIu64 ", \"seen_ready\": %" PRIu64
+		", \"seen_unexpected\": %" PRIu64,
+		(uint64_t)o->pending_n, (uint64_t)o->ready_n, (uint64_t)o->bad_n);
+	if (o->bad_n)
+		fprintf(f, ", \"first_unexpected\": \"0x%" PRIx64 "\"", (uint64_t)o->bad_value);
+}
+
 static void write_probes(FILE *f, const struct target *t, const struct run_summary *r)
 {
 	fprintf(f,
 		"  \"probes\": {\"attached\": %" PRIu64
 		", \"link\": \"%s\", \"attach_ms\": %.1f, \"detach_ms\": %.1f, "
 		"\"poll_functions\": %zu, \"dealloc_functions\": %zu, \"worker_run\": %zu, "
-		"\"park_points\": %zu,\n    \"symbols\": [",
+		"\"park_points\": %zu, \"park_returns\": \"%s\",\n    \"symbols\": [",
 		r->probes_attached, r->uprobe_multi ? "uprobe_multi" : "perf_event", r->attach_ms,
 		r->detach_ms, t->count[PROBE_POLL], t->count[PROBE_DEALLOC],
-		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK]);
+		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK],
+		attach_uses_sessions() ? "uprobe_session" : "uretprobe");
 	for (size_t i = 0; i < t->nprobes; i++) {
 		fprintf(f, "%s\n      {\"kind\": \"%s\", \"offset\": \"0x%" PRIx64 "\", \"name\": ",
 			i ? "," : "", probe_kind_name(t->probes[i].kind), t->probes[i].offset);
@@ -123,6 +147,8 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 		/* Probed at the callee that only its Pending path reaches (target.c). */
 		if (t->probes[i].at_callee)
 			fputs(", \"pending_path_only\": true", f);
+		if (t->probes[i].kind == PROBE_PARK)
+			write_park_outcome(f, &t->probes[i].outcome);
 		fputc('}', f);
 	}
 	fputs("]},\n", f);

@@ -14,6 +14,7 @@
 #include "elf_file.h"
 #include "json.h"
 #include "out_dir.h"
+#include "park_outcome.h"
 #include "target.h"
 
 /* Names after demangling without the hash. Generic functions demangle the same for every
@@ -610,6 +611,7 @@ static void classify_insns(struct target *t)
 	t->keeps_frame_pointers = t->nprobes && fp * 10 >= t->nprobes * 9;
 	if (fd >= 0) {
 		place_yield_probes(t, fd);
+		park_outcome_classify(t, fd);
 		close(fd);
 	}
 }

@@ -53,6 +53,10 @@ struct probe_spec {
 	/* At the entry of a function the probe point calls (vaddr, offset are the callee's):
 	 * the stack is taken from its caller. */
 	bool at_callee;
+	/* Park points: how the outcome is observed (park_outcome.c); at_return when by a
+	 * return probe, which then takes the stack. */
+	struct d9_park_outcome outcome;
+	bool at_return;
 };
 
 struct target {

@@ -55,7 +55,12 @@ struct task_sample {
 	 * (then every sample is drawn on its own). */
 	uint64_t window;
 	const char *park_point; /* which probe captured the stack */
-	int stack_error;	/* negative errno of the stack capture, 0 if fine */
+	/* How the park point was decided: "returned_pending", "always_pending",
+	 * "outcome_unknown" (no leaf seen Pending: the first whose outcome cannot be seen),
+	 * "none". */
+	const char *park_decided;
+	uint32_t also_pending; /* other leaves seen Pending in the poll */
+	int stack_error;       /* negative errno of the stack capture, 0 if fine */
 	/*
 	 * Horvitz-Thompson weights as integers (perf periods and folded counts must be
 	 * integers): weight_count estimates resumes and is 1/p rounded stochastically (floor,
