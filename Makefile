@@ -94,7 +94,17 @@ $(BUILD)/parktruth-nofp: $(PARKTRUTH_SRCS) | $(BUILD)
 		$(CARGO) build --release --offline -q
 	cp $(BUILD)/parktruth-target-nofp/release/dial9-parktruth $@
 
-demo-bin: $(BUILD)/demo-fp $(BUILD)/demo-nofp $(BUILD)/parktruth-fp $(BUILD)/parktruth-nofp
+demo-bin: $(BUILD)/demo-fp $(BUILD)/demo-nofp $(BUILD)/parktruth-fp $(BUILD)/parktruth-nofp \
+	  $(BUILD)/flavours
+
+# Runtime flavours (current_thread, two runtimes, LocalSet, spawn_blocking): one binary, with
+# frame pointers and the default (legacy) symbol mangling, whose names say nothing of task types.
+FLAVOURS_SRCS := $(wildcard tools/flavours/src/*.rs) tools/flavours/Cargo.toml \
+	tools/flavours/.cargo/config.toml
+$(BUILD)/flavours: $(FLAVOURS_SRCS) | $(BUILD)
+	cd tools/flavours && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/flavours-target \
+		RUSTFLAGS="-C force-frame-pointers=yes" $(CARGO) build --release --offline -q
+	cp $(BUILD)/flavours-target/release/dial9-flavours $@
 
 demo: deps
 	$(MAKE) all demo-bin

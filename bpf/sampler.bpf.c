@@ -59,6 +59,8 @@ __u64 kept_alarm_armed;
 const volatile __u32 read_task_id = 1;
 const volatile __u32 hdr_vtable_off = 16;
 const volatile __u32 vtable_id_off = 72;
+/* The scheduler offset in the vtable, just before the id offset (same layout notes). */
+const volatile __u32 vtable_sched_off = 64;
 /* The tool's own pid namespace: pids in samples are as the tool (and its --pid) sees them,
  * also when the tool itself runs in a container's pid namespace. */
 const volatile __u64 pidns_dev = 0;
@@ -71,6 +73,16 @@ const volatile __u32 raw_stack_bytes = 0;
  * windows, and every estimate built on it. */
 const volatile __u64 rb_flags = 0;
 
+/* A point in a thread's time: its probe hits and capture time so far (thread_state.*_total),
+ * so that the probes' share of a later interval on the same thread is known. */
+struct mark {
+	__u64 ns;
+	__u64 hits;
+	__u64 capture_ns;
+	__u32 tid;
+	__u32 pad;
+};
+
 struct frame {
 	__u64 hdr;
 	__u64 entry_sp;
@@ -81,6 +93,10 @@ struct frame {
 	__u64 worker;
 	__u64 task_id;
 	__u64 park_ns;
+	__u64 runtime; /* the task's scheduler (task_scheduler), 0 when unknown */
+	/* Where the wake chain that resumed this task began (on_wake): the tasks it wakes
+	 * inherit it. */
+	struct mark origin;
 	__u32 selected;
 	__u32 flags;
 	__u32 park_point;
@@ -113,11 +129,16 @@ struct thread_state {
 	__u64 last_event_ns;
 	__u64 last_run_delay; /* the thread's sched_info.run_delay at that event */
 	__u32 parked;
-	__u32 clock_driven; /* the task now polled did not resume from a yield */
-	__u64 capture_ns;   /* spent capturing since the last event (gate_account) */
+	/* The task now polled resumed neither from a yield nor by another task's wake: its
+	 * resumes come at the rate of its events, not at the rate its thread runs. */
+	__u32 clock_driven;
+	__u32 after_yield; /* the task now polled resumed from a yield */
+	__u64 capture_ns;  /* spent capturing since the last event (gate_account) */
 	/* This poll is left out of the hit-cost measurement (D9_CNT_FULL_*): it captured a
 	 * stack or follows one that did, and what a capture leaves in the caches is no hit's. */
 	__u32 cost_skip;
+	__u64 hits_total;	/* every probe event on the thread */
+	__u64 capture_total_ns; /* every capture on the thread */
 	struct d9_gate_time gate;
 	struct open_leaf leaf;
 	struct frame frames[D9_MAX_NEST];
@@ -125,9 +146,15 @@ struct thread_state {
 
 struct task_state {
 	__u64 pending_ns;
-	__u32 last_park; /* where its last Pending poll parked (D9_PARK_*) */
-	__u32 pad;
+	__u32 last_park;    /* where its last Pending poll parked (D9_PARK_*) */
+	__u32 flags;	    /* D9_TS_* */
+	__u64 runtime;	    /* its scheduler (task_scheduler), 0 when unknown */
+	struct mark origin; /* the wake chain that woke it began there (on_wake); ns 0 = not seen */
+	struct mark pending; /* where its last Pending return was seen */
 };
+
+/* Woken from inside another task's poll since it last resumed (on_wake). */
+#define D9_TS_WOKEN_BY_TASK 1
 
 struct stack_buf {
 	__u64 ips[D9_MAX_STACK_DEPTH];
@@ -512,12 +539,42 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->also_pending = f->also_pending;
 	s->leaf_ip = f->leaf_ip;
 	s->stack_bytes = f->stack_bytes;
+	s->runtime = f->runtime;
 	sb = f->stack_bytes > 0 ? bpf_map_lookup_elem(&stacks, &tid) : NULL;
 	if (sb)
 		__builtin_memcpy(s->stack, sb->ips, sizeof(s->stack));
 	else
 		s->stack_bytes = s->stack_bytes > 0 ? 0 : s->stack_bytes;
 	bpf_ringbuf_submit(s, rb_flags);
+}
+
+static __always_inline void set_mark(struct mark *m, const struct thread_state *t, __u32 tid,
+				     __u64 ns)
+{
+	m->ns = ns;
+	m->hits = t->hits_total;
+	m->capture_ns = t->capture_total_ns;
+	m->tid = tid;
+}
+
+/* Its previous entry may already hold a wake from another thread, which came after the
+ * return but before this thread's next event saw it: updated, not replaced. */
+static __always_inline void task_went_pending(struct thread_state *t, struct frame *f, __u32 tid,
+					      __u64 end_ns)
+{
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &f->hdr);
+	struct task_state pending = {
+	    .pending_ns = end_ns, .last_park = f->last_park, .runtime = f->runtime};
+
+	if (!ts) {
+		bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
+		ts = bpf_map_lookup_elem(&tasks, &f->hdr);
+		if (!ts)
+			return;
+	}
+	ts->pending_ns = end_ns;
+	ts->last_park = f->last_park;
+	set_mark(&ts->pending, t, tid, end_ns);
 }
 
 /*
@@ -528,9 +585,9 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
  * parks. end_ns is then the time of that next event, a few hundred ns after the real return
  * on a busy worker; 0 when unknown.
  */
-static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_ns)
+static __always_inline void finish_frame(struct thread_state *t, struct frame *f, __u32 tid,
+					 __u64 end_ns)
 {
-	struct task_state pending = {.pending_ns = end_ns, .last_park = f->last_park};
 	__u64 state = 0;
 
 	if (!(f->flags & D9_SF_FREED) &&
@@ -542,8 +599,8 @@ static __always_inline void finish_frame(struct frame *f, __u32 tid, __u64 end_n
 			/* RUNNING may be set again: another worker already picked up the
 			 * notified task. It still went Pending. */
 			f->flags |= D9_SF_PENDING;
-			if (end_ns)
-				bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
+			if (end_ns && !(f->flags & D9_SF_BLOCKING))
+				task_went_pending(t, f, tid, end_ns);
 		}
 	}
 	if (f->selected)
@@ -557,6 +614,7 @@ static __always_inline void capture_done(struct thread_state *t, __u64 t0)
 	__u64 ns = bpf_ktime_get_ns() - t0;
 
 	t->capture_ns += ns;
+	t->capture_total_ns += ns;
 	count_add(D9_CNT_CAPTURE_NS, ns);
 }
 
@@ -582,7 +640,7 @@ static __always_inline bool pop_frames(struct thread_state *t, __u32 tid, __u64 
 			break;
 		if (f->selected && !t0)
 			t0 = bpf_ktime_get_ns();
-		finish_frame(f, tid, end_ns);
+		finish_frame(t, f, tid, end_ns);
 		t->depth = d - 1;
 	}
 	if (t0)
@@ -615,7 +673,7 @@ struct task_struct___d9 {
  * differ in its own work per poll), and none near a capture (cost_skip). */
 static __always_inline bool cost_measured(const struct thread_state *t)
 {
-	return !t->clock_driven && !t->cost_skip;
+	return t->after_yield && !t->cost_skip;
 }
 
 static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
@@ -676,6 +734,7 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		if (!arm->lean)
 			t->gate.hits++;
 	}
+	t->hits_total++;
 	t->last_event_ns = now;
 	t->last_run_delay = run_delay;
 	t->parked = parks;
@@ -691,7 +750,121 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
 	to->clock_hits += from->clock_hits;
 	to->wait_ns += from->wait_ns;
 	to->capture_ns += from->capture_ns;
+	to->woken_cycle_ns += from->woken_cycle_ns;
+	to->woken_chain_ns += from->woken_chain_ns;
+	to->woken_hits += from->woken_hits;
+	to->woken_capture_ns += from->woken_capture_ns;
 	__builtin_memset(from, 0, sizeof(*from));
+}
+
+/*
+ * The task's scheduler, from the cell's layout (Core is repr(C): the scheduler, then the task
+ * id): a runtime's or a LocalSet's tasks hold one Arc to it, the same pointer for all its
+ * tasks, which names the runtime. The blocking pool's BlockingSchedule is no pointer (empty in
+ * 1.24, hooks in later releases): such a task is a spawn_blocking closure or a worker's own
+ * thread. 0 when the layout is not validated or the field does not read as a pointer.
+ */
+static __always_inline __u64 task_scheduler(__u64 hdr, bool *blocking)
+{
+	__u64 vtable = 0, sched_off = 0, id_off = 0, sched = 0;
+
+	*blocking = false;
+	if (!read_task_id)
+		return 0;
+	if (bpf_probe_read_user(&vtable, sizeof(vtable), (void *)(hdr + hdr_vtable_off)) ||
+	    bpf_probe_read_user(&sched_off, sizeof(sched_off),
+				(void *)(vtable + vtable_sched_off)) ||
+	    bpf_probe_read_user(&id_off, sizeof(id_off), (void *)(vtable + vtable_id_off)))
+		return 0;
+	if (sched_off < 24 || sched_off >= D9_MAX_CELL_OFFSET || (sched_off & 7) ||
+	    id_off < sched_off || id_off >= D9_MAX_CELL_OFFSET)
+		return 0;
+	if (id_off != sched_off + 8) {
+		*blocking = true;
+		return 0;
+	}
+	if (bpf_probe_read_user(&sched, sizeof(sched), (void *)(hdr + sched_off)) || !sched ||
+	    (sched & 7) || sched >= (1ULL << 47))
+		return 0;
+	return sched;
+}
+
+/*
+ * A task not in the tasks map: remembered with its scheduler, unless it is a blocking-pool
+ * task. Those run once to completion (a spawn_blocking closure) or hold the thread for a
+ * worker's life: never a resume, and their thread's time until then is nobody's. Returns
+ * whether it is one.
+ */
+static __always_inline bool task_first_seen(struct thread_state *t, struct frame *f, __u64 hdr,
+					    struct task_state *fresh)
+{
+	bool blocking;
+
+	fresh->runtime = task_scheduler(hdr, &blocking);
+	if (!blocking) {
+		bpf_map_update_elem(&tasks, &hdr, fresh, BPF_ANY);
+		f->runtime = fresh->runtime;
+		return false;
+	}
+	count(D9_CNT_BLOCKING_POLLS);
+	f->flags |= D9_SF_BLOCKING;
+	t->clock_driven = 1;
+	t->after_yield = 0;
+	/* A pool thread starting a task of its own: not a worker until worker::run says so,
+	 * and its time so far goes to no worker. */
+	if (t->depth == 1) {
+		t->worker_ptr = 0;
+		__builtin_memset(&t->gate, 0, sizeof(t->gate));
+	}
+	return true;
+}
+
+/*
+ * How the task now polled came to resume. A task that yielded is resumed as soon as its thread
+ * gets to it, and so is one woken from another task's poll (a channel's consumer behind its
+ * producer): their resumes come at the rate the thread runs, and the probes' slowdown thins
+ * them out. A task woken by a timer or I/O (from the driver, while its worker parks) or by a
+ * blocking-pool thread resumes at the rate its events come. The wake is consumed here, except
+ * in lean windows, which have no wake probes to renew it.
+ */
+static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
+					struct task_state *ts, bool lean, __u32 tid, __u64 now)
+{
+	bool woken = ts && (ts->flags & D9_TS_WOKEN_BY_TASK);
+
+	if (ts && ts->origin.ns)
+		f->origin = ts->origin;
+	else
+		set_mark(&f->origin, t, tid, now);
+	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
+	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
+	 * One that began on another worker ran partly in parallel with this one, and is left
+	 * clock-driven as before. */
+	t->clock_driven = !t->after_yield && !(woken && f->origin.tid == tid);
+	if (ts && !lean) {
+		ts->flags &= ~D9_TS_WOKEN_BY_TASK;
+		ts->origin.ns = 0;
+	}
+}
+
+/* A task woken by another task resumed in a window, its previous return seen: how long it
+ * waited, how much of that since its wake chain began, and the probes' hits and captures on
+ * this thread since (d9_gate_time.woken_*). Only when the chain's start was on this thread:
+ * another thread's counts say nothing of this one's. */
+static __always_inline void chain_account(struct thread_state *t, const struct frame *f,
+					  const struct task_state *ts, __u32 tid, __u64 now)
+{
+	const struct mark *from = f->origin.ns > ts->pending.ns ? &f->origin : &ts->pending;
+	__u64 idle_start = ts->pending.ns;
+
+	if (t->clock_driven || t->after_yield || now <= idle_start || from->ns > now ||
+	    from->tid != tid || t->hits_total < from->hits ||
+	    t->capture_total_ns < from->capture_ns)
+		return;
+	t->gate.woken_cycle_ns += now - idle_start;
+	t->gate.woken_chain_ns += now - from->ns;
+	t->gate.woken_hits += t->hits_total - from->hits;
+	t->gate.woken_capture_ns += t->capture_total_ns - from->capture_ns;
 }
 
 /* Ids come from a global counter in spawn order, and a task is polled soon after its spawn:
@@ -750,12 +923,12 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->also_pending = 0;
 	f->leaf_ip = 0;
 	t->leaf.sp = 0;
+	f->runtime = 0;
 
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
-	/* A task that yielded is resumed as soon as the worker gets to it, so its resumes come
-	 * at the rate the worker runs; a task woken by a timer or another task at the rate its
-	 * events come. Only the first kind loses resumes to the probes' slowdown. */
-	t->clock_driven = !ts || ts->last_park != D9_PARK_YIELD;
+	if (!ts && task_first_seen(t, f, hdr, &fresh))
+		return 0; /* a blocking-pool task */
+	resume_kind(t, f, ts, arm->lean, tid, now);
 	gated = in_gate(arm, now);
 	if (gated && cost_measured(t))
 		count(arm->lean ? D9_CNT_LEAN_POLLS : D9_CNT_FULL_POLLS);
@@ -764,15 +937,12 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		 * kind it had, and nothing is sampled. */
 		if (ts)
 			f->last_park = ts->last_park;
-		else
-			bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
 		return 0;
 	}
 	if (!ts) {
-		/* First sight: the task's first poll, which is no resume, unless its id says it
-		 * was spawned before the window (a task resuming once a second is almost never
-		 * polled inside two windows). */
-		bpf_map_update_elem(&tasks, &hdr, &fresh, BPF_ANY);
+		/* First sight (task_first_seen remembered it): the task's first poll, which is no
+		 * resume, unless its id says it was spawned before the window (a task resuming
+		 * once a second is almost never polled inside two windows). */
 		if (!spawned_before_window(hdr, arm))
 			return 0;
 		ts = bpf_map_lookup_elem(&tasks, &hdr);
@@ -780,9 +950,12 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 			return 0;
 		count(D9_CNT_RESUME_BY_ID);
 	}
+	f->runtime = ts->runtime;
 	if (!gated)
 		return 0;
 	idle_start = ts->pending_ns;
+	if (idle_start && idle_start >= arm->armed_since && ts->pending.ns == idle_start)
+		chain_account(t, f, ts, tid, now);
 	ts->pending_ns = 0;
 
 	count(D9_CNT_ELIGIBLE);
@@ -819,8 +992,10 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
 	if (arm->duty < D9_PROB_ONE)
 		f->flags |= D9_SF_WINDOWED;
-	if (!t->clock_driven)
+	if (t->after_yield)
 		f->flags |= D9_SF_AFTER_YIELD;
+	else if (!t->clock_driven)
+		f->flags |= D9_SF_WOKEN_BY_TASK;
 	f->epoch = epoch;
 	f->worker = key;
 	f->window = (__u32)arm->generation;
@@ -838,6 +1013,45 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		count(D9_CNT_TASK_ID_BAD);
 	if (ws->capped)
 		f->flags |= D9_SF_CAPPED;
+	return 0;
+}
+
+/*
+ * A task's waker fired. Woken from inside a task's poll on this thread (the innermost frame, not
+ * a blocking-pool task's), the task resumes behind that one: see resume_kind. The hit is
+ * accounted like any other, and a thread parked in its driver stays parked.
+ */
+static __always_inline int on_wake(__u64 hdr)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), zero = 0;
+	struct thread_state *t = thread_get(tid, false);
+	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &hdr);
+	__u64 now = bpf_ktime_get_ns();
+	struct frame *f;
+	__u32 d;
+
+	if (t && arm)
+		gate_account(t, arm, now, t->parked);
+	if (!ts)
+		return 0;
+	/* By the driver, a blocking-pool thread or a thread the sampler does not follow: a
+	 * chain begins. */
+	if (!t) {
+		ts->origin.ns = now;
+		ts->origin.tid = 0;
+		return 0;
+	}
+	set_mark(&ts->origin, t, tid, now);
+	d = t->depth;
+	if (d <= t->run_depth || d > D9_MAX_NEST)
+		return 0;
+	f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
+	if (f->flags & D9_SF_BLOCKING)
+		return 0;
+	ts->flags |= D9_TS_WOKEN_BY_TASK;
+	if (f->origin.ns)
+		ts->origin = f->origin;
 	return 0;
 }
 
@@ -1193,6 +1407,8 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 	case D9_PK_DEALLOC:
 		return on_dealloc(arg0);
 	case D9_PK_PARK:
+		if (D9_COOKIE_PARK(cookie) == D9_PARK_WAKE)
+			return on_wake(arg0);
 		if (cookie & D9_COOKIE_RETURN)
 			on_park_return(ctx, D9_COOKIE_PARK(cookie), cookie);
 		else
@@ -1270,6 +1486,8 @@ int BPF_KPROBE(worker_run, __u64 worker)
 		t->worker_ptr = worker;
 		/* What the loader found at the attach no longer holds for this thread. */
 		bpf_map_delete_elem(&tls_workers, &tid);
+		/* Time the thread spent before it ran this worker is not the worker's. */
+		__builtin_memset(&t->gate, 0, sizeof(t->gate));
 		if (arm)
 			drop_stale_frames(t, tid, arm->generation);
 		t->run_depth = t->depth;

@@ -74,6 +74,12 @@ enum d9_sample_flags {
 	D9_SF_IDLE_KNOWN = 1 << 6,    /* the previous Pending return was observed: idle is exact */
 	D9_SF_WINDOWED = 1 << 7,      /* selected inside an armed window (duty < 1) */
 	D9_SF_AFTER_YIELD = 1 << 8,   /* the task resumed after yielding: limited by the CPU */
+	/* Woken from inside another task's poll, in a wake chain begun on this thread: its
+	 * resumes come at the rate this thread runs it, which the probes slow like a yield's (a
+	 * channel's consumer on a busy current_thread runtime). */
+	D9_SF_WOKEN_BY_TASK = 1 << 9,
+	/* A blocking-pool task (spawn_blocking, a worker's own thread): never sampled. */
+	D9_SF_BLOCKING = 1 << 10,
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
@@ -172,6 +178,9 @@ enum d9_park_point {
 	D9_PARK_NONE = 0,
 	D9_PARK_LEAF = 4,  /* a Tokio resource's poll: Sleep, Acquire, Notified, ... */
 	D9_PARK_YIELD = 5, /* tokio::task::yield_now */
+	/* Not a park point: a task's waker fired (task::waker::wake_by_val / wake_by_ref),
+	 * rdi = the woken task's Header*. Attached with the park points (not in lean windows). */
+	D9_PARK_WAKE = 6,
 };
 
 struct d9_sample {
@@ -184,8 +193,8 @@ struct d9_sample {
 	__u64 task_hdr;
 	__u64 task_vtable; /* its task type's vtable; 0 when unread */
 	__u64 window;	   /* the armed window it was selected in (arming generation) */
-	__u64 epoch; /* CLOCK_MONOTONIC second */
-	__u64 prob;  /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
+	__u64 epoch;	   /* CLOCK_MONOTONIC second */
+	__u64 prob;	   /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
 	__u64 idle_start_ns;
 	__u64 idle_end_ns; /* = start of the resuming poll */
 	__u64 poll_end_ns;
@@ -197,6 +206,9 @@ struct d9_sample {
 	/* The entry of the named leaf when its stack was taken at its return (the stack starts
 	 * at the call site in its caller): the loader puts it on top. 0 otherwise. */
 	__u64 leaf_ip;
+	/* The task's scheduler: the Arc of the runtime (or LocalSet) that runs it, which names
+	 * the runtime in a process with several; 0 when unread. */
+	__u64 runtime;
 	__u64 stack[D9_MAX_STACK_DEPTH];
 };
 
@@ -223,6 +235,15 @@ struct d9_gate_time {
 	 * samples (~9 us each on the project's VM), in neither busy_ns nor idle_ns: lost to the
 	 * tasks like the hits, but per sample, not per hit, so kept apart from the hits' cost. */
 	__u64 capture_ns;
+	/* In-window resumes of tasks woken by another task's poll whose previous return was
+	 * seen on this thread: their idle intervals, the part of those since their wake chain
+	 * began (the driver's wake that started it, see sampler.bpf.c on_wake), and the probe
+	 * hits and captures of this thread during that part. The chain waited on this thread's
+	 * polls, which the probes slowed by that much; the rest waited on a clock. */
+	__u64 woken_cycle_ns;
+	__u64 woken_chain_ns;
+	__u64 woken_hits;
+	__u64 woken_capture_ns;
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */
@@ -303,6 +324,7 @@ enum d9_counter {
 	D9_CNT_RESUME_BY_ID,  /* first seen in a window, known a resume by its task id */
 	D9_CNT_RET_HITS,      /* park-point return probes run (part of D9_CNT_HITS) */
 	D9_CNT_RET_UNMATCHED, /* a return with no matching entry (probe put in mid-call) */
+	D9_CNT_BLOCKING_POLLS, /* polls of blocking-pool tasks, kept out of the sampling */
 	D9_CNT_MAX,
 };
 

@@ -149,6 +149,29 @@ const char *collector_worker_detection(const struct worker_info *w)
 	return w->from_worker_run ? "worker_run_arg" : "thread";
 }
 
+struct runtime_info *collector_runtime(struct collector *c, uint64_t key)
+{
+	struct runtime_info *r;
+
+	if (!key)
+		return NULL;
+	for (size_t i = 0; i < c->nruntimes; i++)
+		if (c->runtimes[i].key == key)
+			return &c->runtimes[i];
+	if (c->nruntimes == c->runtimes_cap) {
+		size_t ncap = c->runtimes_cap ? c->runtimes_cap * 2 : 4;
+		void *np = realloc(c->runtimes, ncap * sizeof(*c->runtimes));
+
+		if (!np)
+			return NULL;
+		c->runtimes = np;
+		c->runtimes_cap = ncap;
+	}
+	r = &c->runtimes[c->nruntimes];
+	*r = (struct runtime_info){.key = key, .index = (int)c->nruntimes++, .first_worker = -1};
+	return r;
+}
+
 static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
 {
 	for (size_t i = w->nepochs; i-- > 0;)
@@ -331,6 +354,10 @@ int collector_handle(void *ctx, void *data, size_t size)
 			  e->calibrating, false);
 		es->gate = e->gate;
 		es->slowdown = collector_slowdown(&e->gate, c->hit_cost_ns);
+		w->woken_chain_ns += e->gate.woken_chain_ns;
+		w->woken_cycle_ns += e->gate.woken_cycle_ns;
+		w->woken_hits += e->gate.woken_hits;
+		w->woken_capture_ns += e->gate.woken_capture_ns;
 		return 0;
 	}
 	case D9_REC_EXEC:
@@ -359,24 +386,59 @@ int collector_handle(void *ctx, void *data, size_t size)
  * the worker's in-window slowdown. From the closed epoch's record, else the open one's state
  * in the map; with neither, not capped and no slowdown. */
 static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoch, bool *capped,
-		       double *slowdown)
+		       double *slowdown, struct d9_gate_time *gate)
 {
 	struct d9_worker_state ws;
 
 	*capped = false;
 	*slowdown = 1.0;
+	memset(gate, 0, sizeof(*gate));
 	for (size_t i = 0; w && i < w->nepochs; i++)
 		if (w->epochs[i].epoch == epoch) {
 			*capped = w->epochs[i].capped;
 			if (w->epochs[i].slowdown > 0)
 				*slowdown = w->epochs[i].slowdown;
+			*gate = w->epochs[i].gate;
 			return;
 		}
 	if (c->open_epoch && !c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, &ws) &&
 	    ws.epoch == epoch) {
 		*capped = ws.capped;
 		*slowdown = collector_slowdown(&ws.gate, c->hit_cost_ns);
+		*gate = ws.gate;
 	}
+}
+
+/*
+ * The in-window slowdown of a task woken by another task's poll (D9_SF_WOKEN_BY_TASK): the part
+ * of its wait since its wake chain began (a driver's wake: a timer, I/O) ran behind the
+ * thread's polls, and the probes lengthened it by their own time there (hits x cost, plus
+ * captures), counted in BPF between the chain's start and the resume on the same thread; the
+ * rest waited on a clock, which they do not lengthen. The factor is the waits without that
+ * time over the waits as seen, pooled over the worker's closed epochs (this one's alone when
+ * none has any: one epoch has few whole waits); 1 when no wait was seen whole. The worker's s
+ * does not serve here: it prices the hits of a yielding task's own polls, and a chain of tiny
+ * polls is slowed far more (on a 1-worker runtime with a producer paced by a 1 ms sleep,
+ * channel tasks came out at 0.51-0.65 of their count uncorrected, at 2-4 corrected by s).
+ */
+double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
+			      double hit_cost_ns)
+{
+	struct d9_gate_time sum = {};
+	double lost, f;
+
+	if (w) {
+		sum.woken_cycle_ns = w->woken_cycle_ns;
+		sum.woken_hits = w->woken_hits;
+		sum.woken_capture_ns = w->woken_capture_ns;
+	}
+	if (!sum.woken_cycle_ns)
+		sum = *g;
+	if (!sum.woken_cycle_ns || hit_cost_ns <= 0)
+		return 1.0;
+	lost = (double)sum.woken_hits * hit_cost_ns + (double)sum.woken_capture_ns;
+	f = 1.0 - lost / (double)sum.woken_cycle_ns;
+	return f < SLOWDOWN_FLOOR ? SLOWDOWN_FLOOR : f > 1.0 ? 1.0 : f;
 }
 
 static uint64_t mix64(uint64_t x)
@@ -469,6 +531,19 @@ static const char *park_decided_name(uint32_t how)
 	return how < sizeof(names) / sizeof(names[0]) ? names[how] : "none";
 }
 
+static void sample_runtime(struct collector *c, const struct d9_sample *s, struct task_sample *ts)
+{
+	struct runtime_info *r = collector_runtime(c, s->runtime);
+
+	ts->runtime = r ? r->index : -1;
+	ts->runtime_key = s->runtime;
+	if (!r)
+		return;
+	r->samples++;
+	if (r->first_worker < 0)
+		r->first_worker = ts->worker;
+}
+
 static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
 {
 	struct worker_info *w = collector_worker(c, s->worker);
@@ -480,6 +555,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	struct task_sample ts = {};
 	struct task_type *type;
 	struct run_thread *rt;
+	struct d9_gate_time gate;
 	double slowdown;
 	size_t n = 0;
 	bool capped;
@@ -542,11 +618,14 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.worker = w ? w->index : -1;
 	ts.worker_key = s->worker;
 	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
+	sample_runtime(c, s, &ts);
 	ts.task_id = s->task_id;
-	epoch_view(c, w, s->epoch, &capped, &slowdown);
+	epoch_view(c, w, s->epoch, &capped, &slowdown, &gate);
 	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
 	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
 		ts.prob *= slowdown;
+	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
+		ts.prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
 	if (!(ts.prob > 0))
 		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts.epoch = s->epoch;
@@ -643,6 +722,7 @@ void collector_free(struct collector *c)
 	for (size_t i = 0; i < c->nworkers; i++)
 		free(c->workers[i].epochs);
 	free(c->workers);
+	free(c->runtimes);
 	free(c->threads);
 	memset(c, 0, sizeof(*c));
 }

@@ -43,9 +43,21 @@ struct worker_info {
 	char comm[17];
 	uint64_t samples;
 	uint64_t samples_window; /* for the status line */
+	/* Closed epochs' d9_gate_time.woken_*, pooled: their ratio is a property of the
+	 * workload, which one epoch's few whole waits measure poorly. */
+	uint64_t woken_chain_ns, woken_cycle_ns, woken_hits, woken_capture_ns;
 	struct epoch_stat *epochs;
 	size_t nepochs;
 	size_t cap;
+};
+
+/* A scheduler the sampled tasks belong to: a runtime, or a LocalSet (d9_sample.runtime). */
+struct runtime_info {
+	uint64_t key;
+	int index;
+	uint64_t samples;
+	/* The worker of its first sample (another worker of a multi-thread runtime may follow). */
+	int first_worker;
 };
 
 struct pending_sample;
@@ -74,6 +86,10 @@ struct collector {
 	struct worker_info *workers;
 	size_t nworkers;
 	size_t workers_cap;
+
+	struct runtime_info *runtimes;
+	size_t nruntimes;
+	size_t runtimes_cap;
 
 	struct pending_sample *head, *tail;
 	size_t npending;
@@ -108,6 +124,11 @@ struct worker_info *collector_worker(struct collector *c, uint64_t key);
 void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid);
 /* How the worker was first identified: "tls_context", "worker_run_arg" or "thread". */
 const char *collector_worker_detection(const struct worker_info *w);
+/* The in-window slowdown of a task woken by another task's poll (pooled over w's epochs). */
+double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
+			      double hit_cost_ns);
+/* The runtime of scheduler key, added on first sight; NULL for 0 (unknown) or out of memory. */
+struct runtime_info *collector_runtime(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);
 /* An epoch's in-window slowdown of the tasks that yielded (see collector.c); 1 = none. */
 double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns);

@@ -140,7 +140,16 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 	json_buf_i64(b, s->worker);
 	json_buf_lit(b, ",\"worker_key\":\"0x");
 	json_buf_hex(b, s->worker_key);
-	json_buf_lit(b, "\",\"task_id\":");
+	json_buf_lit(b, "\",\"runtime\":");
+	if (s->runtime >= 0) {
+		json_buf_i64(b, s->runtime);
+		json_buf_lit(b, ",\"runtime_key\":\"0x");
+		json_buf_hex(b, s->runtime_key);
+		json_buf_lit(b, "\"");
+	} else {
+		json_buf_lit(b, "null,\"runtime_key\":null");
+	}
+	json_buf_lit(b, ",\"task_id\":");
 	if (s->task_id_ok)
 		json_buf_u64(b, s->task_id);
 	else

@@ -43,6 +43,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_RESUME_BY_ID] = "resumes_known_by_task_id",
     [D9_CNT_RET_HITS] = "park_return_hits",
     [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
+    [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
 };
 
 /* The workers' detection method when they share one, else "mixed". */
@@ -73,6 +74,7 @@ static void write_workers(FILE *f, const struct collector *c)
 	fputs("  \"workers\": [", f);
 	for (size_t i = 0; i < c->nworkers; i++) {
 		const struct worker_info *w = &c->workers[i];
+		char share[32];
 
 		fprintf(f,
 			"%s\n    {\"worker\": %d, \"key\": \"0x%" PRIx64
@@ -81,29 +83,42 @@ static void write_workers(FILE *f, const struct collector *c)
 			i ? "," : "", w->index, w->key, collector_worker_detection(w),
 			w->from_worker_run ? "true" : "false", w->tid);
 		json_str(f, w->comm);
-		fprintf(f, ", \"samples_written\": %" PRIu64 ",\n     \"epochs\": [", w->samples);
+		fprintf(f,
+			", \"samples_written\": %" PRIu64
+			", \"woken_factor\": %.4f, \"woken_chain_share\": %s",
+			w->samples,
+			collector_woken_factor(w, &(struct d9_gate_time){}, c->hit_cost_ns),
+			num_or_null(share, sizeof(share),
+				    w->woken_cycle_ns
+					? (double)w->woken_chain_ns / (double)w->woken_cycle_ns
+					: NAN));
+		fputs(",\n     \"epochs\": [", f);
 		for (size_t j = 0; j < w->nepochs; j++) {
 			const struct epoch_stat *e = &w->epochs[j];
 			double x = collector_slowdown_sensitivity(&e->gate, c->hit_cost_ns);
 			char sens[32];
 
-			fprintf(f,
-				"%s\n       {\"epoch\": %" PRIu64 ", \"eligible\": %" PRIu64
-				", \"selected\": %" PRIu64 ", \"refused_by_cap\": %" PRIu64
-				", \"probability\": %.9g, \"capped\": %s, \"calibrating\": %s, "
-				"\"complete\": %s, \"window_hits\": %" PRIu64
-				", \"window_busy_ms\": %.3f, \"window_idle_ms\": %.3f, "
-				"\"window_clock_ms\": %.3f, \"window_wait_ms\": %.3f, "
-				"\"window_capture_ms\": %.3f, "
-				"\"window_slowdown\": %.4f, \"window_cost_sensitivity\": %s}",
-				j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
-				(double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
-				e->calibrating ? "true" : "false", e->open ? "false" : "true",
-				(uint64_t)e->gate.hits, e->gate.busy_ns / 1e6,
-				e->gate.idle_ns / 1e6, e->gate.clock_ns / 1e6,
-				e->gate.wait_ns / 1e6, e->gate.capture_ns / 1e6,
-				e->slowdown > 0 ? e->slowdown : 1.0,
-				num_or_null(sens, sizeof(sens), x));
+			fprintf(
+			    f,
+			    "%s\n       {\"epoch\": %" PRIu64 ", \"eligible\": %" PRIu64
+			    ", \"selected\": %" PRIu64 ", \"refused_by_cap\": %" PRIu64
+			    ", \"probability\": %.9g, \"capped\": %s, \"calibrating\": %s, "
+			    "\"complete\": %s, \"window_hits\": %" PRIu64
+			    ", \"window_busy_ms\": %.3f, \"window_idle_ms\": %.3f, "
+			    "\"window_clock_ms\": %.3f, \"window_wait_ms\": %.3f, "
+			    "\"window_capture_ms\": %.3f, "
+			    "\"window_slowdown\": %.4f, \"window_cost_sensitivity\": %s, "
+			    "\"window_woken_chain_share\": %s}",
+			    j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
+			    (double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
+			    e->calibrating ? "true" : "false", e->open ? "false" : "true",
+			    (uint64_t)e->gate.hits, e->gate.busy_ns / 1e6, e->gate.idle_ns / 1e6,
+			    e->gate.clock_ns / 1e6, e->gate.wait_ns / 1e6, e->gate.capture_ns / 1e6,
+			    e->slowdown > 0 ? e->slowdown : 1.0, num_or_null(sens, sizeof(sens), x),
+			    num_or_null(share, sizeof(share),
+					e->gate.woken_cycle_ns ? (double)e->gate.woken_chain_ns /
+								     (double)e->gate.woken_cycle_ns
+							       : NAN));
 		}
 		fputs("]}", f);
 	}
@@ -127,6 +142,22 @@ static void write_park_outcome(FILE *f, const struct d9_park_outcome *o)
 		(uint64_t)o->pending_n, (uint64_t)o->ready_n, (uint64_t)o->bad_n);
 	if (o->bad_n)
 		fprintf(f, ", \"first_unexpected\": \"0x%" PRIx64 "\"", (uint64_t)o->bad_value);
+}
+
+/* The schedulers (runtimes, LocalSets) the samples' tasks belong to, by samples.jsonl's
+ * "runtime" index. */
+static void write_runtimes(FILE *f, const struct collector *c)
+{
+	fputs("  \"runtimes\": [", f);
+	for (size_t i = 0; i < c->nruntimes; i++) {
+		const struct runtime_info *r = &c->runtimes[i];
+
+		fprintf(f,
+			"%s\n    {\"runtime\": %d, \"key\": \"0x%" PRIx64
+			"\", \"samples\": %" PRIu64 ", \"first_worker\": %d}",
+			i ? "," : "", r->index, r->key, r->samples, r->first_worker);
+	}
+	fputs(c->nruntimes ? "\n  ],\n" : "],\n", f);
 }
 
 static void write_probes(FILE *f, const struct target *t, const struct run_summary *r)
@@ -306,6 +337,7 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	if (r->arming)
 		write_overhead(f, o, c, r);
 	write_workers(f, c);
+	write_runtimes(f, c);
 	fputs("  \"counters\": {", f);
 	for (int i = 0; i < D9_CNT_MAX; i++)
 		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", counter_names[i], r->counters[i]);

@@ -116,6 +116,7 @@ struct pprof_writer {
 	uint32_t *inl; /* function ids of the locations' inlined calls */
 	size_t ninl, inl_cap;
 	uint32_t key_worker, key_task_id, key_park_point, key_outcome, key_capped;
+	uint32_t key_runtime;
 	uint64_t nsamples;
 	int err;
 };
@@ -332,6 +333,12 @@ static int pprof_sample(struct writer *w, const struct task_sample *s)
 	else
 		snprintf(worker, sizeof(worker), "unknown");
 	label_str(pw, pw->key_worker, worker);
+	if (s->runtime >= 0) {
+		char rt[16];
+
+		snprintf(rt, sizeof(rt), "rt%d", s->runtime);
+		label_str(pw, pw->key_runtime, rt);
+	}
 	/* pprof drops a numeric label whose value is 0 and has no unit; Tokio task ids are
 	 * NonZeroU64, so a 0 can only be a failed read and is left out like one. */
 	if (s->task_id_ok && s->task_id) {
@@ -667,6 +674,7 @@ int pprof_writer_open(const struct out_dir *dir, struct writer *w)
 	/* string_table[0] must be "". */
 	str_id(pw, "");
 	pw->key_worker = str_id(pw, "worker");
+	pw->key_runtime = str_id(pw, "runtime");
 	pw->key_task_id = str_id(pw, "task_id");
 	pw->key_park_point = str_id(pw, "park_point");
 	pw->key_outcome = str_id(pw, "outcome");

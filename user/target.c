@@ -45,6 +45,15 @@ static const struct {
     {"tokio::runtime::thread_pool::worker::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
     {"tokio::runtime::thread_pool::worker::Context::park_timeout", PROBE_IDLE, 0, PG_WORKER_PARK,
      0},
+    /* A current_thread runtime parks its block_on thread here: park_yield when tasks yielded
+     * (it then runs the drivers without blocking), park when it has nothing to run. Outside
+     * every task poll either way; a park seen twice (park, then park_internal) is harmless. */
+    {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
+    {"tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
+    /* 1.5x: both call this one, and may be inlined into block_on. */
+    {"tokio::runtime::scheduler::current_thread::Context::park_internal", PROBE_IDLE, 0,
+     PG_WORKER_PARK, 0},
     /* Park points: the outermost Tokio resource polls, where a task stores its waker and
      * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
      * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
@@ -79,6 +88,10 @@ static const struct {
      PROBE_PARK, D9_PARK_YIELD, PG_YIELD, 0},
     {"tokio::runtime::scheduler::defer::Defer::defer", PROBE_PARK, D9_PARK_YIELD, PG_YIELD, 0},
     {"tokio::runtime::context::defer", PROBE_PARK, D9_PARK_YIELD, PG_YIELD, 0},
+    /* Not park points: where a task is woken, to tell a task woken by another task's poll
+     * from one woken by the driver (sampler.bpf.c, resume_kind). Optional like them. */
+    {"tokio::runtime::task::waker::wake_by_val", PROBE_PARK, D9_PARK_WAKE, PG_WAKE, 0},
+    {"tokio::runtime::task::waker::wake_by_ref", PROBE_PARK, D9_PARK_WAKE, PG_WAKE, 0},
 };
 
 /* What a missing group costs, for the one line at start and metadata. Required groups are
@@ -100,6 +113,8 @@ static const struct {
     [PG_ATOMIC_WAKER] = {"atomic_waker", false, "channel receive parks have no stack"},
     [PG_IO] = {"io", false, "I/O parks have no park point or stack"},
     [PG_JOIN] = {"join_handle", false, "JoinHandle parks have no park point or stack"},
+    [PG_WAKE] = {"wake", true,
+		 "tasks woken by another task's poll get no in-window slowdown correction"},
 };
 
 const char *probe_group_name(enum probe_group g)
@@ -122,6 +137,8 @@ const char *park_point_name(uint32_t cookie)
 		return "resource_poll";
 	case D9_PARK_YIELD:
 		return "yield";
+	case D9_PARK_WAKE:
+		return "wake";
 	default:
 		return "none";
 	}

@@ -34,6 +34,7 @@ enum probe_group {
 	PG_ATOMIC_WAKER,
 	PG_IO,
 	PG_JOIN,
+	PG_WAKE, /* task::waker::wake_by_val/wake_by_ref (D9_PARK_WAKE) */
 	PG_MAX,
 };
 

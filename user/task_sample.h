@@ -39,6 +39,10 @@ struct task_sample {
 	uint32_t ns_pid, ns_tid;
 	int worker; /* index in metadata.json */
 	uint64_t worker_key;
+	/* The runtime (or LocalSet) whose task this is: index in metadata.json's "runtimes",
+	 * -1 when unknown; runtime_key is its scheduler's address in the target. */
+	int runtime;
+	uint64_t runtime_key;
 	bool task_id_ok;
 	uint64_t task_id;
 	double prob; /* inclusion probability */

@@ -60,6 +60,8 @@ static const struct task_sample base = {
     .ns_tid = 2,
     .worker = 0,
     .worker_key = 0xabc,
+    .runtime = 1,
+    .runtime_key = 0x5000,
     .task_id_ok = true,
     .task_id = 42,
     .prob = 0.25,
@@ -92,7 +94,8 @@ static void test_line(void **state)
 	assert_string_equal(
 	    text,
 	    "{\"timestamp_ns\":1000,\"pid\":7,\"tid\":8,\"ns_pid\":1,\"ns_tid\":2,\"worker\":0,"
-	    "\"worker_key\":\"0xabc\",\"task_id\":42,\"task_id_ok\":true,"
+	    "\"worker_key\":\"0xabc\",\"runtime\":1,\"runtime_key\":\"0x5000\",\"task_id\":42,"
+	    "\"task_id_ok\":true,"
 	    "\"inclusion_probability\":0.25,\"epoch\":5,\"idle_start_ns\":100,"
 	    "\"idle_end_ns\":300,\"idle_ns\":200,\"idle_known\":true,\"poll_duration_ns\":50,"
 	    "\"capped\":false,\"outcome\":\"pending\",\"park_point\":\"sleep\","
