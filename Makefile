@@ -14,12 +14,12 @@ CARGO     ?= $(shell command -v cargo 2>/dev/null || { [ -x $$HOME/.cargo/bin/ca
 
 DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev libdw-dev libcap-dev \
 	     libcmocka-dev libjson-c-dev librust-tokio-dev cargo rustc linux-perf golang-go python3 \
-	     jq chromium fonts-dejavu-core binutils util-linux libclang-rt-14-dev
+	     jq chromium fonts-dejavu-core binutils util-linux libclang-rt-14-dev wrk
 
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
 	     -Iinclude -I$(BUILD)
-LDLIBS    := -lbpf -lelf -ldw -lz -liberty -ljson-c -lcap
+LDLIBS    := -lbpf -lelf -ldw -lz -liberty -ljson-c -lcap -lm
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
@@ -80,7 +80,22 @@ $(BUILD)/demo-nofp: $(DEMO_SRCS) | $(BUILD)
 		$(CARGO) build --release --offline -q
 	cp $(BUILD)/demo-target-nofp/release/dial9-demo $@
 
-demo-bin: $(BUILD)/demo-fp $(BUILD)/demo-nofp $(BUILD)/flavours
+# Park-point ground truth (tests/e2e/test_park_truth.py): join, select and a TCP server, with
+# Tokio's net feature, built the same two ways.
+PARKTRUTH_SRCS := $(wildcard tools/parktruth/src/*.rs) tools/parktruth/Cargo.toml \
+		  tools/parktruth/.cargo/config.toml
+$(BUILD)/parktruth-fp: $(PARKTRUTH_SRCS) | $(BUILD)
+	cd tools/parktruth && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/parktruth-target-fp \
+		RUSTFLAGS="-C force-frame-pointers=yes -C symbol-mangling-version=v0" $(CARGO) build --release --offline -q
+	cp $(BUILD)/parktruth-target-fp/release/dial9-parktruth $@
+
+$(BUILD)/parktruth-nofp: $(PARKTRUTH_SRCS) | $(BUILD)
+	cd tools/parktruth && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/parktruth-target-nofp \
+		$(CARGO) build --release --offline -q
+	cp $(BUILD)/parktruth-target-nofp/release/dial9-parktruth $@
+
+demo-bin: $(BUILD)/demo-fp $(BUILD)/demo-nofp $(BUILD)/parktruth-fp $(BUILD)/parktruth-nofp \
+	  $(BUILD)/flavours
 
 # Runtime flavours (current_thread, two runtimes, LocalSet, spawn_blocking): one binary, with
 # frame pointers and the default (legacy) symbol mangling, whose names say nothing of task types.

@@ -23,6 +23,9 @@
  *  - counters (per-CPU array): statistics only, summed by the loader.
  *  - events (ring buffer): samples, closed epochs and worker bindings, in order per CPU.
  *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
+ *  - tls_workers (hash, key tid): the worker key of threads that ran worker::run before the
+ *    attach, found by the loader in Tokio's thread-local context (user/worker_tls.c); read
+ *    when a thread's state is made.
  *
  * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
  * "known" and its later polls are eligible transitions even when the probes were detached in
@@ -43,6 +46,10 @@ const volatile __u64 bucket_ns = 2 * D9_NSEC_PER_SEC;	       /* burst x interval
 const volatile __u64 seed = 0x9e3779b97f4a7c15ULL;
 /* Hits per probe (cookie index), read by the loader through the skeleton's mmap of .bss. */
 __u64 probe_hits[D9_MAX_PROBES];
+/* How each park point's outcome is read (by cookie index), written by the loader before the
+ * probes go in; the program counts outcomes there and marks a probe invalid when a value does
+ * not fit its method. */
+struct d9_park_outcome park_outcome[D9_MAX_PROBES];
 /* Set by the loader between windows while only kept probes are in place (arming.c,
  * sleep_until): the next hit on one of them clears it and wakes the arming thread through
  * kept_alarm, which otherwise sleeps until the next window instead of polling the counts. */
@@ -95,8 +102,22 @@ struct frame {
 	__u32 park_point;
 	__s32 stack_bytes;
 	__u32 last_park; /* the last park point hit in this poll, selected or not */
+	__u32 window;	 /* the arming generation it was selected in: its cluster */
+	__u32 park_how;	 /* how park_point was decided (enum d9_park_how) */
+	__u32 also_pending;
 	__u32 pad;
-	__u64 vtable; /* the task's, when selected */
+	__u64 vtable;	 /* the task's, when selected */
+	__u64 leaf_ip;
+};
+
+/* A park point entered in a selected poll whose outcome its return says: what the return
+ * probe needs from the entry. Park points do not nest, so one per thread. */
+struct open_leaf {
+	__u64 sp;    /* at entry: the return finds sp + 8 */
+	__u64 ip;    /* the function's entry, the sample's leaf frame */
+	__u64 sret;  /* rdi: the hidden return pointer, returned in rax */
+	__u64 hdr;   /* JoinHandle::poll: the joined task */
+	__u64 probe; /* cookie index */
 };
 
 struct thread_state {
@@ -119,6 +140,7 @@ struct thread_state {
 	__u64 hits_total;	/* every probe event on the thread */
 	__u64 capture_total_ns; /* every capture on the thread */
 	struct d9_gate_time gate;
+	struct open_leaf leaf;
 	struct frame frames[D9_MAX_NEST];
 };
 
@@ -200,6 +222,13 @@ struct {
 	__type(value, struct d9_raw_stack);
 } raw_stacks SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} tls_workers SEC(".maps");
+
 /* Never written: a zero value to insert from (per-CPU arrays cap values at 32 KiB). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -236,6 +265,15 @@ static __always_inline void count(__u32 idx)
 	count_add(idx, 1);
 }
 
+/* A worker running since before the attach entered worker::run unseen: its key, when the
+ * loader found it in the thread's Tokio context; 0 otherwise (keyed by thread). */
+static __always_inline __u64 tls_worker_of(__u32 tid)
+{
+	__u64 *key = bpf_map_lookup_elem(&tls_workers, &tid);
+
+	return key ? *key : 0;
+}
+
 static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
@@ -251,7 +289,10 @@ static __always_inline struct thread_state *thread_get(__u32 tid, bool create)
 		count(D9_CNT_THREAD_MAP_FULL);
 		return NULL;
 	}
-	return bpf_map_lookup_elem(&threads, &tid);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t)
+		t->worker_ptr = tls_worker_of(tid);
+	return t;
 }
 
 /* splitmix64: seeds each worker's generator from the global seed and its key. */
@@ -486,6 +527,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->task_id = f->task_id;
 	s->task_hdr = f->hdr;
 	s->task_vtable = f->vtable;
+	s->window = f->window;
 	s->epoch = f->epoch;
 	s->prob = f->prob;
 	s->idle_start_ns = f->idle_start_ns;
@@ -493,6 +535,9 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->poll_end_ns = end_ns;
 	s->park_ns = f->park_ns;
 	s->park_point = f->park_point;
+	s->park_how = f->park_how;
+	s->also_pending = f->also_pending;
+	s->leaf_ip = f->leaf_ip;
 	s->stack_bytes = f->stack_bytes;
 	s->runtime = f->runtime;
 	sb = f->stack_bytes > 0 ? bpf_map_lookup_elem(&stacks, &tid) : NULL;
@@ -874,6 +919,10 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->park_point = D9_PARK_NONE;
 	f->stack_bytes = 0;
 	f->last_park = D9_PARK_NONE;
+	f->park_how = D9_HOW_NONE;
+	f->also_pending = 0;
+	f->leaf_ip = 0;
+	t->leaf.sp = 0;
 	f->runtime = 0;
 
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
@@ -949,6 +998,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		f->flags |= D9_SF_WOKEN_BY_TASK;
 	f->epoch = epoch;
 	f->worker = key;
+	f->window = (__u32)arm->generation;
 	/* Exact only when the probes stayed attached since that return was observed. */
 	if (idle_start && idle_start >= arm->armed_since) {
 		f->idle_start_ns = idle_start;
@@ -1042,7 +1092,8 @@ static __always_inline int on_dealloc(__u64 hdr)
 
 /* Registers and the top of the user stack, page by page so that the end of the stack mapping
  * ends the copy instead of failing it whole. */
-static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bool at_callee)
+static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bool at_callee,
+					      __u64 leaf_ip)
 {
 	struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
 	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), addr;
@@ -1055,6 +1106,13 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 		unreadable = bpf_probe_read_user(&ip, sizeof(ip), (void *)sp) != 0;
 		ip -= 1;
 		sp += 8;
+	}
+	/* At a leaf's return: the registers as they were at its entry (ip its first instruction,
+	 * its return address at [sp]), so that any unwinder, perf's too, starts in the leaf.
+	 * The copy gets the return address back at [sp] below (a return probe replaced it). */
+	if (leaf_ip) {
+		ip = leaf_ip;
+		sp -= 8;
 	}
 
 	if (!raw) {
@@ -1090,33 +1148,22 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 		addr += D9_RAW_PAGE;
 	}
 	raw->len = len;
+	/* sp is 8-aligned: the slot lies whole in the first page. */
+	if (leaf_ip && len)
+		*(__u64 *)(raw->data + (sp & (D9_RAW_PAGE - 8))) = PT_REGS_IP(ctx);
 }
 
-static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool at_callee)
+/* The stack of a selected poll at the park point that names it. at_callee: at the entry of a
+ * function the park point calls; leaf_ip: at the return of the park point entered there, in
+ * its caller. */
+static __always_inline void capture_park(struct pt_regs *ctx, struct thread_state *t,
+					 struct frame *f, __u32 tid, __u32 park_point,
+					 bool at_callee, __u64 leaf_ip)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_state *t = thread_get(tid, false);
-	struct d9_arming *arm;
+	bool at_return = leaf_ip != 0;
 	struct stack_buf *sb;
-	struct frame *f;
-	__u32 depth, zero = 0;
 	__u64 t0;
 
-	if (!t)
-		return 0;
-	arm = bpf_map_lookup_elem(&arming, &zero);
-	if (arm)
-		gate_account(t, arm, bpf_ktime_get_ns(), false);
-	if (t->depth == 0)
-		return 0;
-	depth = t->depth - 1;
-	if (depth >= D9_MAX_NEST)
-		return 0;
-	f = &t->frames[depth];
-	f->last_park = park_point;
-	if (!f->selected)
-		return 0;
-	count(D9_CNT_PARK_HITS);
 	t0 = bpf_ktime_get_ns();
 	sb = bpf_map_lookup_elem(&stacks, &tid);
 	if (!sb) {
@@ -1125,37 +1172,208 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, bool a
 
 		zero = bpf_map_lookup_elem(&zero_stack, &z);
 		if (!zero)
-			return 0;
+			return;
 		bpf_map_update_elem(&stacks, &tid, zero, BPF_ANY);
 		sb = bpf_map_lookup_elem(&stacks, &tid);
 		if (!sb)
-			return 0;
+			return;
 	}
-	/* The last park point before the poll returns is where the task parks. At a callee's
-	 * entry the kernel puts the return address at [sp] after the entry's own address (x86
-	 * perf_callchain_user at a uprobe on push %rbp): skipping one frame leaves the caller on
-	 * top. */
+	/* At a callee's entry the kernel puts the return address at [sp] after the entry's own
+	 * address (x86 perf_callchain_user at a uprobe on push %rbp): skipping one frame leaves
+	 * the caller on top. At a return the caller's return address is on top already. */
 	f->stack_bytes =
 	    bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK | (at_callee ? 1 : 0));
 	/* A return address on top: the call site is the instruction before it. */
-	if (at_callee && f->stack_bytes >= 8)
+	if ((at_callee || at_return) && f->stack_bytes >= 8)
 		sb->ips[0] -= 1;
 	if (f->stack_bytes < 0)
 		count(D9_CNT_STACK_ERRORS);
 	f->park_point = park_point;
 	f->park_ns = bpf_ktime_get_ns();
 	f->flags |= D9_SF_STACK_AT_PARK;
+	f->leaf_ip = leaf_ip;
 	if (raw_stack_bytes)
-		capture_raw_stack(ctx, tid, at_callee);
+		capture_raw_stack(ctx, tid, at_callee, leaf_ip);
 	capture_done(t, t0);
+}
+
+/* A park probe's outcome method (callers check outcome_known first: the mask is only the
+ * verifier's bound). */
+static __always_inline struct d9_park_outcome *outcome_spec(__u64 cookie)
+{
+	return &park_outcome[D9_COOKIE_GET_INDEX(cookie) & (D9_MAX_PROBES - 1)];
+}
+
+static __always_inline bool outcome_known(__u64 cookie)
+{
+	return D9_COOKIE_GET_INDEX(cookie) < D9_MAX_PROBES;
+}
+
+/* The innermost poll on this thread, if it is a selected one. */
+static __always_inline struct frame *selected_frame(struct thread_state *t)
+{
+	__u32 depth;
+
+	if (t->depth == 0 || t->depth > D9_MAX_NEST)
+		return NULL;
+	depth = (t->depth - 1) & (D9_MAX_NEST - 1);
+	return t->frames[depth].selected ? &t->frames[depth] : NULL;
+}
+
+/* A park point's entry: counted as the poll's last park, and in a selected poll either the
+ * place it parks (yield; or, while no leaf was seen Pending, the first leaf whose outcome
+ * cannot be seen), or an open leaf whose return decides (D9_COOKIE_AT_RETURN): then 1, the
+ * return is wanted. */
+static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 cookie)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *t = thread_get(tid, false);
+	struct d9_park_outcome *o;
+	struct d9_arming *arm;
+	struct frame *f;
+	__u32 zero = 0;
+
+	if (!t)
+		return 0;
+	arm = bpf_map_lookup_elem(&arming, &zero);
+	if (arm)
+		gate_account(t, arm, bpf_ktime_get_ns(), false);
+	if (t->depth == 0 || t->depth > D9_MAX_NEST)
+		return 0;
+	t->frames[(t->depth - 1) & (D9_MAX_NEST - 1)].last_park = park_point;
+	f = selected_frame(t);
+	if (!f)
+		return 0;
+	count(D9_CNT_PARK_HITS);
+	/* Inside a leaf whose return decides (Sleep::poll registers its timer's AtomicWaker):
+	 * that return says whether the task parks there, whatever this one does. */
+	if (t->leaf.sp && PT_REGS_SP(ctx) < t->leaf.sp)
+		return 0;
+	o = outcome_spec(cookie);
+	if ((cookie & D9_COOKIE_AT_RETURN) && outcome_known(cookie) && !o->invalid) {
+		__u64 self = PT_REGS_PARM2(ctx), hdr = 0;
+
+		if (o->method == D9_OUT_JOIN_STATE &&
+		    bpf_probe_read_user(&hdr, sizeof(hdr), (void *)self))
+			hdr = 0;
+		t->leaf.sp = PT_REGS_SP(ctx);
+		t->leaf.ip = PT_REGS_IP(ctx);
+		t->leaf.sret = PT_REGS_PARM1(ctx);
+		t->leaf.hdr = hdr;
+		t->leaf.probe = D9_COOKIE_GET_INDEX(cookie);
+		return 1;
+	}
+	if (outcome_known(cookie) && o->method == D9_OUT_ALWAYS && !o->invalid) {
+		if (f->park_how == D9_HOW_PENDING || f->park_how == D9_HOW_ALWAYS) {
+			f->also_pending++;
+			return 0;
+		}
+		capture_park(ctx, t, f, tid, park_point, cookie & D9_COOKIE_CALLEE, 0);
+		f->park_how = D9_HOW_ALWAYS;
+		return 0;
+	}
+	/* Outcome unknown: named only while nothing better is known, and only the first. */
+	if (f->park_how != D9_HOW_NONE)
+		return 0;
+	capture_park(ctx, t, f, tid, park_point, cookie & D9_COOKIE_CALLEE, 0);
+	f->park_how = D9_HOW_UNOBSERVED;
 	return 0;
 }
 
-/* The one program of the armed probes: raw::poll, raw::dealloc, park points, worker park. */
-SEC("uprobe")
-int BPF_KPROBE(probe_entry, __u64 arg0)
+/* 1 Pending, 0 Ready, -1 a value the method does not expect (*val says which). */
+static __always_inline int leaf_outcome(struct pt_regs *ctx, const struct d9_park_outcome *o,
+					const struct open_leaf *l, __u64 *val)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 rax = PT_REGS_RC(ctx), state = 0;
+	__u8 tag = 0;
+
+	*val = rax;
+	switch (o->method) {
+	case D9_OUT_RET_AL:
+		tag = rax & 0xff;
+		break;
+	case D9_OUT_SRET_BYTE:
+		/* The hidden pointer comes back in rax: the ABI is the one assumed. */
+		if (rax != l->sret || bpf_probe_read_user(&tag, 1, (void *)(rax + o->off)))
+			return -1;
+		break;
+	case D9_OUT_JOIN_STATE:
+		/* COMPLETE only ever gets set: clear at the return, it was clear when the handle
+		 * looked, so no output was read. Set, the poll is taken as Ready (it may have run
+		 * out of budget: then Pending goes unnamed, never the other way). */
+		if (rax != l->sret || !l->hdr ||
+		    bpf_probe_read_user(&state, sizeof(state), (void *)l->hdr)) {
+			*val = l->hdr;
+			return -1;
+		}
+		*val = state;
+		if (!(state & D9_TASK_JOIN_INTEREST))
+			return -1;
+		return !(state & D9_TASK_COMPLETE);
+	default:
+		return -1;
+	}
+	*val = tag;
+	if (tag == o->pending)
+		return 1;
+	if (tag < 32 && ((o->ready_mask >> tag) & 1))
+		return 0;
+	return -1;
+}
+
+/* A park point returned: in a selected poll, the first leaf that returned Pending names it;
+ * later ones are counted. */
+static __always_inline int on_park_return(struct pt_regs *ctx, __u32 park_point, __u64 cookie)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *t = thread_get(tid, false);
+	struct d9_park_outcome *o = outcome_spec(cookie);
+	struct d9_arming *arm;
+	struct frame *f;
+	__u32 zero = 0;
+	__u64 val = 0;
+	int r;
+
+	count(D9_CNT_RET_HITS);
+	if (!t || !outcome_known(cookie))
+		return 0;
+	arm = bpf_map_lookup_elem(&arming, &zero);
+	if (arm)
+		gate_account(t, arm, bpf_ktime_get_ns(), false);
+	f = selected_frame(t);
+	if (!f || o->invalid)
+		return 0;
+	if (t->leaf.probe != D9_COOKIE_GET_INDEX(cookie) || t->leaf.sp + 8 != PT_REGS_SP(ctx)) {
+		count(D9_CNT_RET_UNMATCHED);
+		return 0;
+	}
+	t->leaf.sp = 0;
+	r = leaf_outcome(ctx, o, &t->leaf, &val);
+	if (r < 0) {
+		if (!o->bad_n)
+			o->bad_value = val;
+		o->bad_n++;
+		o->invalid = 1;
+		return 0;
+	}
+	if (!r) {
+		o->ready_n++;
+		return 0;
+	}
+	o->pending_n++;
+	if (f->park_how == D9_HOW_PENDING || f->park_how == D9_HOW_ALWAYS) {
+		f->also_pending++;
+		return 0;
+	}
+	capture_park(ctx, t, f, tid, park_point, false, t->leaf.ip);
+	f->park_how = D9_HOW_PENDING;
+	return 0;
+}
+
+/* Every armed probe's hit: counted (the cost driver), per probe (ranking), and the kept
+ * probes' alarm. */
+static __always_inline void count_hit(__u64 cookie)
+{
 	__u64 idx = D9_COOKIE_GET_INDEX(cookie);
 
 	count(D9_CNT_HITS);
@@ -1171,6 +1389,16 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 		kept_alarm_armed = 0;
 		bpf_ringbuf_output(&kept_alarm, &one, sizeof(one), BPF_RB_FORCE_WAKEUP);
 	}
+}
+
+/* The one program of the armed probes: raw::poll, raw::dealloc, park points (and their
+ * return probes where sessions are not available), worker park. */
+SEC("uprobe")
+int BPF_KPROBE(probe_entry, __u64 arg0)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	count_hit(cookie);
 	switch (D9_COOKIE_KIND(cookie)) {
 	case D9_PK_POLL:
 		return on_poll_entry(ctx, arg0);
@@ -1181,9 +1409,34 @@ int BPF_KPROBE(probe_entry, __u64 arg0)
 	case D9_PK_PARK:
 		if (D9_COOKIE_PARK(cookie) == D9_PARK_WAKE)
 			return on_wake(arg0);
-		return on_park(ctx, D9_COOKIE_PARK(cookie), cookie & D9_COOKIE_CALLEE);
+		if (cookie & D9_COOKIE_RETURN)
+			on_park_return(ctx, D9_COOKIE_PARK(cookie), cookie);
+		else
+			on_park(ctx, D9_COOKIE_PARK(cookie), cookie);
+		return 0;
 	}
 	return 0;
+}
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/*
+ * Park points whose return says their outcome, in a uprobe session link (6.13+): the entry
+ * returns 1 unless it opened a leaf of a selected poll, and the kernel then sets no return
+ * probe for that call. A return costs about a hit, so only selected polls pay it, instead of
+ * every call in a window.
+ */
+SEC("uprobe")
+int BPF_KPROBE(park_session)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	count_hit(cookie);
+	if (bpf_session_is_return()) {
+		on_park_return(ctx, D9_COOKIE_PARK(cookie), cookie);
+		return 0;
+	}
+	return on_park(ctx, D9_COOKIE_PARK(cookie), cookie) ? 0 : 1;
 }
 
 /*
@@ -1231,6 +1484,8 @@ int BPF_KPROBE(worker_run, __u64 worker)
 		struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
 
 		t->worker_ptr = worker;
+		/* What the loader found at the attach no longer holds for this thread. */
+		bpf_map_delete_elem(&tls_workers, &tid);
 		/* Time the thread spent before it ran this worker is not the worker's. */
 		__builtin_memset(&t->gate, 0, sizeof(t->gate));
 		if (arm)
@@ -1245,5 +1500,51 @@ int BPF_KPROBE(worker_run, __u64 worker)
 	w->worker = worker;
 	w->ts_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(w, rb_flags);
+	return 0;
+}
+
+/* Local flavours, relocated by CO-RE: the fields the thread_regs iterator reads. */
+struct bpf_iter_meta___d9 {
+	void *seq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___d9tls {
+	int pid;
+	struct {
+		unsigned long fsbase;
+	} thread;
+} __attribute__((preserve_access_index));
+
+/* The helpers by number, with void pointers: their declarations name task_struct and seq_file,
+ * whose whole type graphs the compiler would then put into the object's debug info. */
+static long (*task_pt_regs)(void *task) = (void *)BPF_FUNC_task_pt_regs;
+static long (*seq_write)(void *m, const void *data, __u32 len) = (void *)BPF_FUNC_seq_write;
+
+struct bpf_iter__task___d9 {
+	struct bpf_iter_meta___d9 *meta;
+	struct task_struct___d9tls *task;
+} __attribute__((preserve_access_index));
+
+/*
+ * Task iterator over the target's threads (the loader limits it to the target's pid): each
+ * thread's TLS base and user stack pointer, from which the loader finds the Tokio context of
+ * workers that entered worker::run before the probes were attached. The kernel keeps the TLS
+ * base in thread.fsbase; the user registers saved at its last kernel entry give the sp.
+ */
+SEC("iter/task")
+int thread_regs(struct bpf_iter__task___d9 *ctx)
+{
+	struct task_struct___d9tls *task = ctx->task;
+	struct d9_thread_regs r = {};
+	struct pt_regs *regs;
+
+	if (!task)
+		return 0;
+	r.tid = BPF_CORE_READ(task, pid);
+	r.fsbase = BPF_CORE_READ(task, thread.fsbase);
+	regs = (struct pt_regs *)task_pt_regs(task);
+	if (regs)
+		r.sp = BPF_CORE_READ(regs, sp);
+	seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

@@ -62,6 +62,7 @@ struct d9_raw_stack {
 /* Tokio task state word bits (tokio/src/runtime/task/state.rs). */
 #define D9_TASK_RUNNING 0x1ULL
 #define D9_TASK_COMPLETE 0x2ULL
+#define D9_TASK_JOIN_INTEREST 0x8ULL /* a JoinHandle exists */
 
 enum d9_sample_flags {
 	D9_SF_TASK_ID_OK = 1 << 0,    /* task_id was read and passed the sanity checks */
@@ -90,6 +91,11 @@ enum d9_sample_flags {
 /* Set when the probe sits at the entry of a function the probe point calls: the stack is
  * its caller's, one return away (see move_yield_to_pending_path in user/target.c). */
 #define D9_COOKIE_CALLEE (1ULL << 17)
+/* Set on a park point whose outcome is read at its return (park_outcome[] in the program):
+ * the entry leaves the decision, and the stack, to the return probe. */
+#define D9_COOKIE_AT_RETURN (1ULL << 18)
+/* The cookie of the return probe of such a park point (same program, its own link). */
+#define D9_COOKIE_RETURN (1ULL << 19)
 #define D9_COOKIE_KIND(c) (((c) >> 8) & 0xff)
 #define D9_COOKIE_PARK(c) ((c)&0xff)
 /* Bits 32..: the probe's index in the loader's list, for the per-probe hit counts
@@ -133,6 +139,40 @@ struct d9_arming {
 	__u64 next_task_id;
 };
 
+/*
+ * How a park point's outcome (Ready or Pending) is observed, per probe (park_outcome[] in
+ * sampler.bpf.c, filled by the loader from user/park_outcome.c). A value the method does not
+ * expect makes the probe unobservable for the rest of the run (invalid): never a wrong name.
+ */
+enum d9_outcome_method {
+	D9_OUT_NONE = 0,   /* not observable: the function returns () (AtomicWaker) */
+	D9_OUT_ALWAYS = 1, /* on the Pending path only (yield) */
+	D9_OUT_RET_AL = 2, /* Poll<small enum> in al */
+	D9_OUT_SRET_BYTE =
+	    3, /* returned through memory: rax = the hidden pointer; tag byte at off */
+	D9_OUT_JOIN_STATE = 4, /* JoinHandle::poll: the joined task not COMPLETE at return */
+};
+
+struct d9_park_outcome {
+	__u8 method;
+	__u8 off;	  /* D9_OUT_SRET_BYTE: the tag's byte offset in the returned value */
+	__u8 pending;	  /* the tag value of Pending */
+	__u8 invalid;	  /* an unexpected value was seen: treated as D9_OUT_NONE from then on */
+	__u32 ready_mask; /* tag values (< 32) that mean Ready */
+	__u64 pending_n;  /* observed outcomes in selected polls, for metadata.json */
+	__u64 ready_n;
+	__u64 bad_n;
+	__u64 bad_value; /* the first unexpected value */
+};
+
+/* How a sample's park point was decided (d9_sample.park_how). */
+enum d9_park_how {
+	D9_HOW_NONE = 0,       /* no park point was hit */
+	D9_HOW_PENDING = 1,    /* the first leaf whose return said Pending */
+	D9_HOW_ALWAYS = 2,     /* a leaf hit only on its Pending path (yield) */
+	D9_HOW_UNOBSERVED = 3, /* no leaf was seen Pending: the first whose outcome is unknown */
+};
+
 /* Park points: which probe captured the stack (the uprobe's bpf cookie). */
 enum d9_park_point {
 	D9_PARK_NONE = 0,
@@ -152,6 +192,7 @@ struct d9_sample {
 	__u64 task_id;
 	__u64 task_hdr;
 	__u64 task_vtable; /* its task type's vtable; 0 when unread */
+	__u64 window;	   /* the armed window it was selected in (arming generation) */
 	__u64 epoch;	   /* CLOCK_MONOTONIC second */
 	__u64 prob;	   /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
 	__u64 idle_start_ns;
@@ -159,7 +200,12 @@ struct d9_sample {
 	__u64 poll_end_ns;
 	__u64 park_ns;
 	__u32 park_point;
-	__s32 stack_bytes; /* bpf_get_stack result; negative errno on failure */
+	__s32 stack_bytes;  /* bpf_get_stack result; negative errno on failure */
+	__u32 park_how;	    /* enum d9_park_how */
+	__u32 also_pending; /* other leaves seen Pending in the poll, after the one named */
+	/* The entry of the named leaf when its stack was taken at its return (the stack starts
+	 * at the call site in its caller): the loader puts it on top. 0 otherwise. */
+	__u64 leaf_ip;
 	/* The task's scheduler: the Arc of the runtime (or LocalSet) that runs it, which names
 	 * the runtime in a process with several; 0 when unread. */
 	__u64 runtime;
@@ -222,6 +268,15 @@ struct d9_worker_seen {
 	__u64 ts_ns;
 };
 
+/* One thread of the target, as the thread_regs iterator writes it (user/worker_tls.c): its
+ * TLS base and its last user stack pointer seen by the kernel. */
+struct d9_thread_regs {
+	__u32 tid; /* in the root pid namespace, as the threads map keys it */
+	__u32 pad;
+	__u64 fsbase;
+	__u64 sp;
+};
+
 /* Per logical worker sampler state (BPF hash map, key = worker key). */
 struct d9_worker_state {
 	__u64 epoch;
@@ -265,8 +320,10 @@ enum d9_counter {
 	D9_CNT_LEAN_POLLS,
 	D9_CNT_LEAN_HITS,
 	D9_CNT_LEAN_BUSY_NS,
-	D9_CNT_CAPTURE_NS,     /* stack captures and sample writes, in windows or not */
-	D9_CNT_RESUME_BY_ID,   /* first seen in a window, known a resume by its task id */
+	D9_CNT_CAPTURE_NS,    /* stack captures and sample writes, in windows or not */
+	D9_CNT_RESUME_BY_ID,  /* first seen in a window, known a resume by its task id */
+	D9_CNT_RET_HITS,      /* park-point return probes run (part of D9_CNT_HITS) */
+	D9_CNT_RET_UNMATCHED, /* a return with no matching entry (probe put in mid-call) */
 	D9_CNT_BLOCKING_POLLS, /* polls of blocking-pool tasks, kept out of the sampling */
 	D9_CNT_MAX,
 };

@@ -605,15 +605,34 @@ static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
 	return 0;
 }
 
-/* The probe program's mean run time since the last call, from the kernel's statistics: the
+/* Run count and time of the armed probes' programs: the entry program and, where park points
+ * use sessions, the session program (their hits are hits like the others). */
+static int probe_prog_stats(struct arming *a, struct bpf_prog_info *sum)
+{
+	struct bpf_program *progs[] = {a->skel->progs.probe_entry, a->skel->progs.park_session};
+
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		struct bpf_prog_info info = {};
+		uint32_t len = sizeof(info);
+		int fd = bpf_program__fd(progs[i]);
+
+		if (fd < 0)
+			continue; /* not loaded: no sessions on this kernel */
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			return -1;
+		sum->run_cnt += info.run_cnt;
+		sum->run_time_ns += info.run_time_ns;
+	}
+	return 0;
+}
+
+/* The probe programs' mean run time since the last call, from the kernel's statistics: the
  * calibration's counting program is nearly free, the real one is not (~0.4 us). */
 static void update_bpf_run_ns(struct arming *a)
 {
 	struct bpf_prog_info info = {};
-	uint32_t len = sizeof(info);
 
-	if (a->stats_fd < 0 ||
-	    bpf_obj_get_info_by_fd(bpf_program__fd(a->skel->progs.probe_entry), &info, &len))
+	if (a->stats_fd < 0 || probe_prog_stats(a, &info))
 		return;
 	if (info.run_cnt >= a->run_cnt0 + 1000) {
 		/* Captures are priced per sample (probe_cpu), not spread over the hits. */

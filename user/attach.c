@@ -11,11 +11,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
 
 /* From the kernel's uapi (6.6+), absent from Debian 12's headers. */
 #define D9_BPF_TRACE_UPROBE_MULTI 48
+#define D9_BPF_TRACE_UPROBE_SESSION 57 /* 6.13+ */
 #define D9_BPF_F_UPROBE_MULTI_RETURN 1U
 #define D9_BPF_LINK_CREATE 28
 
@@ -51,14 +53,44 @@ bool attach_multi_supported(void)
 	return major > 6 || (major == 6 && minor >= 6);
 }
 
+/* Park points whose return says their outcome go in uprobe session links (set before load,
+ * for every link of the run). */
+static bool session_links;
+
+/* Whether this kernel has uprobe sessions (6.13+); DIAL9_UPROBE_SESSION=0 uses a return
+ * probe on every call instead. */
+static bool session_supported(void)
+{
+	const char *env = getenv("DIAL9_UPROBE_SESSION");
+	struct utsname u;
+	int major, minor;
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 13);
+}
+
+bool attach_uses_sessions(void)
+{
+	return session_links;
+}
+
 void attach_prepare(struct sampler_bpf *skel, bool multi)
 {
 	struct bpf_program *prog;
 
-	if (!multi)
-		return;
-	bpf_object__for_each_program(prog, skel->obj)
-	    bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
+	session_links = multi && session_supported();
+	if (multi) {
+		bpf_object__for_each_program(prog, skel->obj)
+		    bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
+	}
+	if (session_links)
+		bpf_program__set_expected_attach_type(skel->progs.park_session,
+						      D9_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(skel->progs.park_session, false);
 }
 
 static int grow(struct attachment *a)
@@ -99,16 +131,18 @@ static uint64_t cookie_kind(const struct probe_spec *p)
 	}
 }
 
-static uint64_t cookie_of(const struct target *t, const struct probe_spec *p)
+static uint64_t cookie_of(const struct target *t, const struct probe_spec *p, bool retprobe)
 {
 	return cookie_kind(p) | (p->xol ? D9_COOKIE_XOL : 0) |
-	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
+	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | (p->at_return ? D9_COOKIE_AT_RETURN : 0) |
+	       (retprobe ? D9_COOKIE_RETURN : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
 }
 
 static int attach_one(struct attachment *a, struct bpf_program *prog, const struct target *t,
 		      const struct probe_spec *p, bool retprobe)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie_of(t, p));
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe,
+		    .bpf_cookie = cookie_of(t, p, retprobe));
 	struct bpf_link *l;
 	int err;
 
@@ -137,15 +171,27 @@ static bool is_armed_any(const struct probe_spec *p)
 			       p->kind == PROBE_PARK || p->kind == PROBE_IDLE);
 }
 
+/* Park points whose return says their outcome (park_outcome.c). */
+static bool is_ret(const struct probe_spec *p)
+{
+	return p->kind == PROBE_PARK && p->at_return;
+}
+
+/* In an entry link: all but the park points a session link covers whole. */
+static bool is_entry(const struct probe_spec *p)
+{
+	return is_armed_any(p) && !(session_links && is_ret(p));
+}
+
 /* The probes a window puts in: the armed ones not kept in place between windows. */
 static bool is_armed(const struct probe_spec *p)
 {
-	return is_armed_any(p) && !p->kept;
+	return is_entry(p) && !p->kept;
 }
 
 static bool is_kept(const struct probe_spec *p)
 {
-	return is_armed_any(p) && p->kept;
+	return is_entry(p) && p->kept;
 }
 
 /* Hot probes: the ones hit in recent windows (target_rank_probes() marks them from the
@@ -170,6 +216,22 @@ static bool is_lean_hot(const struct probe_spec *p)
 	return is_hot(p) && p->kind != PROBE_PARK;
 }
 
+/* Their return (or session) links, by the same split as the entry links. */
+static bool is_ret_cold(const struct probe_spec *p)
+{
+	return is_ret(p) && !p->kept && !p->hot;
+}
+
+static bool is_ret_hot(const struct probe_spec *p)
+{
+	return is_ret(p) && !p->kept && p->hot;
+}
+
+static bool is_ret_kept(const struct probe_spec *p)
+{
+	return is_ret(p) && p->kept;
+}
+
 static bool is_any(const struct probe_spec *p)
 {
 	(void)p;
@@ -185,6 +247,7 @@ static bool is_worker_run(const struct probe_spec *p)
 static int attach_multi(struct attachment *a, struct bpf_program *prog, const struct target *t,
 			probe_filter want, bool retprobe, int pid, bool quiet)
 {
+	bool session = bpf_program__expected_attach_type(prog) == D9_BPF_TRACE_UPROBE_SESSION;
 	union d9_link_create_attr attr;
 	uint64_t *offs = calloc(t->nprobes, sizeof(*offs));
 	uint64_t *cookies = calloc(t->nprobes, sizeof(*cookies));
@@ -203,13 +266,13 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 		if (!want(&t->probes[i]))
 			continue;
 		offs[cnt] = t->probes[i].offset;
-		cookies[cnt++] = cookie_of(t, &t->probes[i]);
+		cookies[cnt++] = cookie_of(t, &t->probes[i], retprobe);
 	}
 	if (!cnt || (err = grow(a)))
 		goto out;
 	memset(&attr, 0, sizeof(attr));
 	attr.um.prog_fd = (uint32_t)bpf_program__fd(prog);
-	attr.um.attach_type = D9_BPF_TRACE_UPROBE_MULTI;
+	attr.um.attach_type = session ? D9_BPF_TRACE_UPROBE_SESSION : D9_BPF_TRACE_UPROBE_MULTI;
 	attr.um.path = (uint64_t)(uintptr_t)t->exe_link;
 	attr.um.offsets = (uint64_t)(uintptr_t)offs;
 	attr.um.cookies = (uint64_t)(uintptr_t)cookies;
@@ -221,7 +284,10 @@ static int attach_multi(struct attachment *a, struct bpf_program *prog, const st
 		err = -errno;
 		if (!quiet)
 			fprintf(stderr, "dial9-bpf: failed to attach %u %s probes to %s: %s\n", cnt,
-				retprobe ? "return" : "entry", t->exe_path, strerror(-err));
+				session	   ? "session"
+				: retprobe ? "return"
+					   : "entry",
+				t->exe_path, strerror(-err));
 		goto out;
 	}
 	a->fds[a->n++] = fd;
@@ -255,6 +321,16 @@ int attach_probes_prog(struct bpf_program *prog, const struct target *t, bool re
 	return err;
 }
 
+/* The park points that want their return: a session link (entry and return in one) or a
+ * return link beside their entry link. */
+static int attach_ret(struct attachment *a, struct sampler_bpf *skel, const struct target *t,
+		      probe_filter want)
+{
+	if (session_links)
+		return attach_filtered(a, skel->progs.park_session, t, want, false);
+	return attach_filtered(a, skel->progs.probe_entry, t, want, true);
+}
+
 int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_group g,
 		  struct attachment *a)
 {
@@ -269,18 +345,31 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 					      (int)getpid(), true)
 			       : -EOPNOTSUPP;
 	} else if (g == ATTACH_KEPT) {
-		err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
+		err = attach_ret(a, skel, t, is_ret_kept);
+		if (!err)
+			err = attach_filtered(a, skel->progs.probe_entry, t, is_kept, false);
 	} else {
-		/* No return probe: see finish_frame() in bpf/sampler.bpf.c. Cold probes first and
-		 * hot ones last (detach_probes removes them in reverse order): installing takes
-		 * milliseconds, and the target pays for every hit on a probe in place. */
+		/* No return probe on polls: see finish_frame() in bpf/sampler.bpf.c; park points
+		 * whose outcome their return says get one (none in lean windows, which have no
+		 * park points). Cold probes first and hot ones last (detach_probes removes the hot
+		 * links first): installing takes milliseconds, and the target pays for every hit
+		 * on a probe in place. A return link goes in before and out after its entry link
+		 * among the cold ones; the hot entry and return links come out at once. With
+		 * sessions those park points are in the session links only. */
 		bool lean = g == ATTACH_ARMED_LEAN;
+		size_t before;
 
-		err = attach_filtered(a, skel->progs.probe_entry, t,
-				      lean ? is_lean_cold : is_armed_cold, false);
+		err = lean ? 0 : attach_ret(a, skel, t, is_ret_cold);
+		if (!err)
+			err = attach_filtered(a, skel->progs.probe_entry, t,
+					      lean ? is_lean_cold : is_armed_cold, false);
+		before = a->n;
 		if (!err)
 			err = attach_filtered(a, skel->progs.probe_entry, t,
 					      lean ? is_lean_hot : is_hot, false);
+		if (!err && !lean)
+			err = attach_ret(a, skel, t, is_ret_hot);
+		a->hot = a->n - before;
 	}
 	if (err)
 		detach_probes(a);
@@ -316,22 +405,29 @@ void detach_probes(struct attachment *a)
 	if (!a->n)
 		goto out;
 	if (a->multi) {
-		/* The hot link (the last) here, the others side by side in a thread: closing a
-		 * link waits for an RCU tasks-trace grace period (~25 ms here) after taking its
-		 * probes out, and closed one after the other, the cold link's probes would stay in
-		 * place, and be hit, all that time. Every removal takes the target's mmap lock for
-		 * writing and a hit on a probe still in place waits for it, so the hot link should
-		 * go first: this thread closes it while the other one starts, and it holds only the
-		 * few most hit offsets (target_rank_probes). */
-		struct detach_slice rest = {a, 0, a->n - 1};
-		pthread_t t;
-		bool started = a->n > 1 && !pthread_create(&t, NULL, detach_slice, &rest);
+		/* The hot links (the last) here and in a thread of their own, the others side by
+		 * side in another: closing a link waits for an RCU tasks-trace grace period (~25 ms
+		 * here) after taking its probes out, and closed one after the other, the cold
+		 * link's probes would stay in place, and be hit, all that time. Every removal takes
+		 * the target's mmap lock for writing and a hit on a probe still in place waits for
+		 * it, so the hot links should go first: they hold only the few most hit offsets
+		 * (target_rank_probes). A hot park point's return link comes out with its entry
+		 * link: while either is in, every call still traps. */
+		size_t hot = a->hot ? a->hot : 1;
+		struct detach_slice rest = {a, 0, a->n - hot}, other = {a, a->n - 2, a->n - 1};
+		pthread_t t, t2;
+		bool started = rest.hi > 0 && !pthread_create(&t, NULL, detach_slice, &rest);
+		bool started2 = hot > 1 && !pthread_create(&t2, NULL, detach_slice, &other);
 
+		if (hot > 1 && !started2)
+			detach_slice(&other);
 		close(a->fds[a->n - 1]);
 		if (started)
 			pthread_join(t, NULL);
 		else
 			detach_slice(&rest);
+		if (started2)
+			pthread_join(t2, NULL);
 		goto out;
 	}
 	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
@@ -355,5 +451,5 @@ out:
 	free(a->fds);
 	a->links = NULL;
 	a->fds = NULL;
-	a->n = a->cap = 0;
+	a->n = a->cap = a->hot = 0;
 }

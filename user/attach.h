@@ -25,12 +25,16 @@ struct attachment {
 	size_t n;
 	size_t cap;
 	size_t probes; /* uprobes (offset x entry/return) installed */
+	size_t hot;    /* the last links are hot: the entry link and its return link, if any */
 };
 
 /* Whether this kernel has uprobe_multi links; DIAL9_UPROBE_MULTI=0 forces per-offset links. */
 bool attach_multi_supported(void);
-/* Must run between open and load: programs for uprobe_multi need their attach type set. */
+/* Must run between open and load: programs for uprobe_multi need their attach type set, and
+ * park points whose return says their outcome use uprobe sessions where the kernel has them. */
 void attach_prepare(struct sampler_bpf *skel, bool multi);
+/* Whether those park points are in session links (else: a return probe on every call). */
+bool attach_uses_sessions(void);
 enum attach_group {
 	ATTACH_PERSISTENT, /* worker::run: rare, always attached */
 	ATTACH_ARMED,	   /* per-poll probes: raw::poll, dealloc, park points, worker park */

@@ -8,6 +8,7 @@
 #include "attach.h"
 #include "calibrate.h"
 #include "elf_file.h"
+#include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
 

@@ -131,6 +131,24 @@ struct worker_info *collector_worker(struct collector *c, uint64_t key)
 	return w;
 }
 
+void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid)
+{
+	struct worker_info *w = collector_worker(c, key);
+
+	if (!w)
+		return;
+	w->from_tls = true;
+	w->tid = tid;
+	read_comm(c->pid, tid, w->comm);
+}
+
+const char *collector_worker_detection(const struct worker_info *w)
+{
+	if (w->from_tls)
+		return "tls_context";
+	return w->from_worker_run ? "worker_run_arg" : "thread";
+}
+
 struct runtime_info *collector_runtime(struct collector *c, uint64_t key)
 {
 	struct runtime_info *r;
@@ -501,6 +519,18 @@ static struct run_thread *note_thread(struct collector *c, uint32_t tid, int wor
 	return t;
 }
 
+static const char *park_decided_name(uint32_t how)
+{
+	static const char *const names[] = {
+	    [D9_HOW_NONE] = "none",
+	    [D9_HOW_PENDING] = "returned_pending",
+	    [D9_HOW_ALWAYS] = "always_pending",
+	    [D9_HOW_UNOBSERVED] = "outcome_unknown",
+	};
+
+	return how < sizeof(names) / sizeof(names[0]) ? names[how] : "none";
+}
+
 static void sample_runtime(struct collector *c, const struct d9_sample *s, struct task_sample *ts)
 {
 	struct runtime_info *r = collector_runtime(c, s->runtime);
@@ -520,6 +550,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
 	struct task_frame frames[MAX_FRAMES_OUT];
 	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
+	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
 	const uint64_t *pcs = (const uint64_t *)s->stack;
 	struct task_sample ts = {};
 	struct task_type *type;
@@ -540,11 +571,20 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		c->frames_fp += nframes;
 		c->frames_dwarf += npcs;
 		c->samples_dwarf++;
-		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). */
-		if (npcs >= nframes) {
+		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). The
+		 * raw copy starts in the leaf (its registers are as at its entry). */
+		if (npcs >= nframes + (s->leaf_ip != 0)) {
 			pcs = dwarf_pcs;
 			nframes = npcs;
 		}
+	}
+	/* A frame-pointer chain taken at the leaf's return starts at its call site: the leaf
+	 * goes on top. */
+	if (s->leaf_ip && nframes && pcs == (const uint64_t *)s->stack) {
+		leaf_pcs[0] = s->leaf_ip;
+		memcpy(leaf_pcs + 1, pcs, nframes * sizeof(*pcs));
+		pcs = leaf_pcs;
+		nframes++;
 	}
 	for (size_t i = 0; i < nframes && n < MAX_FRAMES_OUT; i++) {
 		struct inline_frame inl[MAX_INLINE];
@@ -589,6 +629,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	if (!(ts.prob > 0))
 		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts.epoch = s->epoch;
+	ts.window = (s->flags & D9_SF_WINDOWED) ? s->window : 0;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
 	ts.poll_end_ns = s->poll_end_ns;
@@ -597,6 +638,8 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		     : (s->flags & D9_SF_PENDING) ? "pending"
 						  : "unknown";
 	ts.park_point = park_point_name(s->park_point);
+	ts.park_decided = park_decided_name(s->park_how);
+	ts.also_pending = s->also_pending;
 	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
 	ts.weight_count =
 	    stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));

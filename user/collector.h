@@ -38,6 +38,8 @@ struct worker_info {
 	int index;
 	uint32_t tid; /* latest thread seen running this worker */
 	bool from_worker_run;
+	/* Running at the attach: found in its thread's Tokio context (worker_tls.c). */
+	bool from_tls;
 	char comm[17];
 	uint64_t samples;
 	uint64_t samples_window; /* for the status line */
@@ -118,6 +120,10 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final);
 /* Adds each worker's open epoch from the map (call once at the end). */
 void collector_close_epochs(struct collector *c);
 struct worker_info *collector_worker(struct collector *c, uint64_t key);
+/* A worker found running at the attach, in tid's Tokio thread-local context (worker_tls.c). */
+void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid);
+/* How the worker was first identified: "tls_context", "worker_run_arg" or "thread". */
+const char *collector_worker_detection(const struct worker_info *w);
 /* The in-window slowdown of a task woken by another task's poll (pooled over w's epochs). */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
 			      double hit_cost_ns);

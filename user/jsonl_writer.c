@@ -176,13 +176,21 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 	put_raw_str(b, s->outcome);
 	json_buf_lit(b, "\",\"park_point\":\"");
 	put_raw_str(b, s->park_point);
-	json_buf_lit(b, "\",\"weight_count\":");
+	json_buf_lit(b, "\",\"park_decided\":\"");
+	put_raw_str(b, s->park_decided ? s->park_decided : "none");
+	json_buf_lit(b, "\",\"also_pending\":");
+	json_buf_u64(b, s->also_pending);
+	json_buf_lit(b, ",\"weight_count\":");
 	json_buf_u64(b, s->weight_count);
 	json_buf_lit(b, ",\"weight_idle_ns\":");
 	json_buf_u64(b, s->weight_idle_ns);
 	if (s->stack_error) {
 		json_buf_lit(b, ",\"stack_error\":");
 		json_buf_i64(b, s->stack_error);
+	}
+	if (s->window) {
+		json_buf_lit(b, ",\"window\":");
+		json_buf_u64(b, s->window);
 	}
 	json_buf_lit(b, ",\"future\":");
 	put_frame_str(jw, s->future);

@@ -28,6 +28,7 @@
 #include "cgroup_watch.h"
 #include "collector.h"
 #include "metadata.h"
+#include "park_outcome.h"
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
@@ -38,6 +39,7 @@
 #include "task_types.h"
 #include "tokio_layout.h"
 #include "unwind_dwarf.h"
+#include "worker_tls.h"
 
 static volatile sig_atomic_t exiting;
 
@@ -290,6 +292,7 @@ int main(int argc, char **argv)
 	struct bpf_link *exec_link = NULL;
 	struct arming arm = {.notify_fd = -1, .stats_fd = -1, .wake_fd = -1};
 	struct run_summary run = {};
+	struct worker_tls wtls = {0};
 	struct sampler_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
 	struct symbolizer *sym = NULL;
@@ -338,6 +341,7 @@ int main(int argc, char **argv)
 		o.unwind = t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_DWARF;
 	links.multi = attach_multi_supported();
 	attach_prepare(skel, links.multi);
+	worker_tls_prepare(skel);
 	skel->rodata->targ_tgid = (uint32_t)o.pid;
 	skel->rodata->per_worker_hz = o.per_worker_hz;
 	skel->rodata->token_interval_ns = D9_NSEC_PER_SEC / o.per_worker_hz;
@@ -371,6 +375,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
+	park_outcome_load(skel, t);
 	err = out_dir_open(&outdir, o.output_dir, &dir_created);
 	if (err) {
 		err = 1;
@@ -400,14 +405,14 @@ int main(int argc, char **argv)
 			strerror(-err));
 	col.types = &types;
 	col.task_root = !o.no_task_root;
-	if (o.unwind == D9_UNWIND_DWARF) {
-		col.unw = unwinder_new(o.pid);
-		if (!col.unw)
-			fprintf(stderr,
-				"dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
-				"back to frame pointers\n",
-				strerror(errno));
-	}
+	/* In fp mode too: DWARF names the calls inlined at each return address. */
+	col.unw = unwinder_new(o.pid);
+	if (!col.unw && o.unwind == D9_UNWIND_DWARF)
+		fprintf(
+		    stderr,
+		    "dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall back to frame "
+		    "pointers\n",
+		    strerror(errno));
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, &slice, NULL);
 	if (!rb) {
 		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));
@@ -436,6 +441,11 @@ int main(int argc, char **argv)
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = attach_probes(skel, t, ATTACH_PERSISTENT, &links);
+	/* worker::run is probed: a worker starting from now is seen there. */
+	if (!err) {
+		worker_tls_resolve(skel, t, &col, &wtls);
+		run.worker_tls = &wtls;
+	}
 	if (!err) {
 		exec_link = bpf_program__attach(skel->progs.target_exec);
 		if (!exec_link)
@@ -562,6 +572,7 @@ cleanup:
 		slice.deadline_ns = UINT64_MAX; /* probes are gone: the rest is finite */
 		ring_buffer__consume(rb);
 		read_counters(skel, run.counters);
+		park_outcome_read(skel, t);
 		collector_close_epochs(&col);
 		collector_flush(&col, UINT64_MAX, true);
 		if (finish_writers(&o, t, sym, &col, &run, writers, nwriters))

@@ -11,8 +11,11 @@
 #include "collector.h"
 #include "json.h"
 #include "metadata.h"
+#include "worker_tls.h"
 #include "options.h"
+#include "attach.h"
 #include "out_dir.h"
+#include "park_outcome.h"
 #include "privs.h"
 #include "task_types.h"
 #include "target.h"
@@ -38,20 +41,23 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_LEAN_BUSY_NS] = "lean_window_yield_busy_ns",
     [D9_CNT_CAPTURE_NS] = "capture_ns",
     [D9_CNT_RESUME_BY_ID] = "resumes_known_by_task_id",
+    [D9_CNT_RET_HITS] = "park_return_hits",
+    [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
     [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
 };
 
+/* The workers' detection method when they share one, else "mixed". */
 static const char *worker_detection(const struct collector *c)
 {
-	size_t by_run = 0;
+	const char *first;
 
-	for (size_t i = 0; i < c->nworkers; i++)
-		by_run += c->workers[i].from_worker_run;
 	if (!c->nworkers)
 		return "none";
-	if (by_run == c->nworkers)
-		return "worker_run_arg";
-	return by_run ? "mixed" : "thread";
+	first = collector_worker_detection(&c->workers[0]);
+	for (size_t i = 1; i < c->nworkers; i++)
+		if (strcmp(collector_worker_detection(&c->workers[i]), first))
+			return "mixed";
+	return first;
 }
 
 /* A finite number as JSON, else null. */
@@ -72,10 +78,10 @@ static void write_workers(FILE *f, const struct collector *c)
 
 		fprintf(f,
 			"%s\n    {\"worker\": %d, \"key\": \"0x%" PRIx64
-			"\", \"detection\": \"%s\", "
+			"\", \"detection\": \"%s\", \"worker_run_seen\": %s, "
 			"\"tid\": %u, \"comm\": ",
-			i ? "," : "", w->index, w->key,
-			w->from_worker_run ? "worker_run_arg" : "thread", w->tid);
+			i ? "," : "", w->index, w->key, collector_worker_detection(w),
+			w->from_worker_run ? "true" : "false", w->tid);
 		json_str(f, w->comm);
 		fprintf(f,
 			", \"samples_written\": %" PRIu64
@@ -119,6 +125,25 @@ static void write_workers(FILE *f, const struct collector *c)
 	fputs("\n  ],\n", f);
 }
 
+/* How a park point's outcome is observed, and what its returns said in sampled polls. */
+static void write_park_outcome(FILE *f, const struct d9_park_outcome *o)
+{
+	fputs(", \"outcome\": ", f);
+	json_str(f, park_outcome_describe(o));
+	if (o->method < D9_OUT_RET_AL)
+		return;
+	if (o->method == D9_OUT_SRET_BYTE)
+		fprintf(f, ", \"tag_offset\": %u", o->off);
+	if (o->method != D9_OUT_JOIN_STATE)
+		fprintf(f, ", \"pending_value\": %u", o->pending);
+	fprintf(f,
+		", \"seen_pending\": %" PRIu64 ", \"seen_ready\": %" PRIu64
+		", \"seen_unexpected\": %" PRIu64,
+		(uint64_t)o->pending_n, (uint64_t)o->ready_n, (uint64_t)o->bad_n);
+	if (o->bad_n)
+		fprintf(f, ", \"first_unexpected\": \"0x%" PRIx64 "\"", (uint64_t)o->bad_value);
+}
+
 /* The schedulers (runtimes, LocalSets) the samples' tasks belong to, by samples.jsonl's
  * "runtime" index. */
 static void write_runtimes(FILE *f, const struct collector *c)
@@ -141,10 +166,11 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 		"  \"probes\": {\"attached\": %" PRIu64
 		", \"link\": \"%s\", \"attach_ms\": %.1f, \"detach_ms\": %.1f, "
 		"\"poll_functions\": %zu, \"dealloc_functions\": %zu, \"worker_run\": %zu, "
-		"\"park_points\": %zu,\n    \"symbols\": [",
+		"\"park_points\": %zu, \"park_returns\": \"%s\",\n    \"symbols\": [",
 		r->probes_attached, r->uprobe_multi ? "uprobe_multi" : "perf_event", r->attach_ms,
 		r->detach_ms, t->count[PROBE_POLL], t->count[PROBE_DEALLOC],
-		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK]);
+		t->count[PROBE_WORKER_RUN], t->count[PROBE_PARK],
+		attach_uses_sessions() ? "uprobe_session" : "uretprobe");
 	for (size_t i = 0; i < t->nprobes; i++) {
 		fprintf(f, "%s\n      {\"kind\": \"%s\", \"offset\": \"0x%" PRIx64 "\", \"name\": ",
 			i ? "," : "", probe_kind_name(t->probes[i].kind), t->probes[i].offset);
@@ -152,6 +178,8 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 		/* Probed at the callee that only its Pending path reaches (target.c). */
 		if (t->probes[i].at_callee)
 			fputs(", \"pending_path_only\": true", f);
+		if (t->probes[i].kind == PROBE_PARK)
+			write_park_outcome(f, &t->probes[i].outcome);
 		fputc('}', f);
 	}
 	fputs("]},\n", f);
@@ -295,6 +323,11 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		r->started_ns, r->stopped_ns, r->started_realtime_ns);
 	json_str(f, r->stop_reason);
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
+	if (r->worker_tls) {
+		fputs("  \"worker_tls\": ", f);
+		worker_tls_write_json(f, r->worker_tls);
+		fputs(",\n", f);
+	}
 	write_probes(f, t, r);
 	write_privileges(f, dir);
 	write_task_types(f, c->types);

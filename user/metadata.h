@@ -10,6 +10,7 @@ struct options;
 struct target;
 struct collector;
 struct arming;
+struct worker_tls;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -24,6 +25,7 @@ struct run_summary {
 	uint64_t probes_attached;
 	bool uprobe_multi;
 	struct arming *arming;
+	const struct worker_tls *worker_tls; /* workers found at the attach, or NULL */
 };
 
 struct out_dir;

@@ -77,7 +77,9 @@ enum {
 struct ploc {
 	uint64_t addr;
 	uint64_t file_offset;
-	uint32_t func;	  /* function id, 0 if unknown */
+	uint32_t func; /* function id, 0 if unknown */
+	/* Calls inlined at addr, innermost first: function ids at inl[inl_start...]. */
+	uint32_t inl_start, ninl;
 	uint32_t module;  /* string id, 0 if anonymous */
 	uint32_t mapping; /* mapping index + 1 at finish, 0 if none */
 };
@@ -111,6 +113,8 @@ struct pprof_writer {
 	size_t locs_cap;
 	uint64_t *ids;
 	size_t ids_cap;
+	uint32_t *inl; /* function ids of the locations' inlined calls */
+	size_t ninl, inl_cap;
 	uint32_t key_worker, key_task_id, key_park_point, key_outcome, key_capped;
 	uint32_t key_runtime;
 	uint64_t nsamples;
@@ -204,9 +208,32 @@ static uint32_t function_id(struct pprof_writer *pw, const char *name)
 	return idx + 1;
 }
 
-/* The location id of a frame (depth 0 = leaf) or of a pseudo frame when f is NULL. */
+/* Records the calls inlined at a new location (frames f[0..n), innermost first). */
+static void add_inlined(struct pprof_writer *pw, struct ploc *l, const struct task_frame *f,
+			size_t n)
+{
+	if (pw->ninl + n > pw->inl_cap) {
+		size_t ncap = (pw->ninl + n) * 2;
+		uint32_t *np = realloc(pw->inl, ncap * sizeof(*np));
+
+		if (!np) {
+			pw->err = -ENOMEM;
+			return;
+		}
+		pw->inl = np;
+		pw->inl_cap = ncap;
+	}
+	l->inl_start = (uint32_t)pw->ninl;
+	for (size_t i = 0; i < n; i++)
+		if (f[i].name)
+			pw->inl[pw->ninl++] = function_id(pw, f[i].name);
+	l->ninl = (uint32_t)pw->ninl - l->inl_start;
+}
+
+/* The location id of a frame (depth 0 = leaf) with the ninl calls inlined at it just before it
+ * in the array, or of a pseudo frame when f is NULL. */
 static uint64_t location_id(struct pprof_writer *pw, const struct task_frame *f, size_t depth,
-			    const char *pseudo)
+			    size_t ninl, const char *pseudo)
 {
 	uint64_t addr, key;
 	uint32_t idx;
@@ -245,6 +272,7 @@ static uint64_t location_id(struct pprof_writer *pw, const struct task_frame *f,
 		l->file_offset = f->file_offset - (f->addr - addr);
 		l->module = f->module ? str_id(pw, f->module) : 0;
 		l->func = f->name ? function_id(pw, f->name) : 0;
+		add_inlined(pw, l, f - ninl, ninl);
 	} else {
 		l->func = function_id(pw, pseudo);
 	}
@@ -279,12 +307,22 @@ static int pprof_sample(struct writer *w, const struct task_sample *s)
 		pw->ids_cap = n;
 	}
 	if (s->nframes) {
-		for (size_t i = 0; i < s->nframes; i++)
-			pw->ids[i] = s->frames[i].task_root
-					 ? location_id(pw, NULL, i, s->frames[i].name)
-					 : location_id(pw, &s->frames[i], i, NULL);
+		n = 0;
+		/* One location per address: the calls inlined there become its first lines. */
+		for (size_t i = 0, ninl = 0; i < s->nframes; i++) {
+			const struct task_frame *f = &s->frames[i];
+
+			if (f->inlined) {
+				ninl++;
+				continue;
+			}
+			pw->ids[n] = f->task_root ? location_id(pw, NULL, n, 0, f->name)
+						  : location_id(pw, f, n, ninl, NULL);
+			n++;
+			ninl = 0;
+		}
 	} else {
-		pw->ids[0] = location_id(pw, NULL, 0, stack_missing_name(s->stack_error));
+		pw->ids[0] = location_id(pw, NULL, 0, 0, stack_missing_name(s->stack_error));
 	}
 
 	pb_reset(&pw->msg);
@@ -515,6 +553,11 @@ static int write_trailer(struct pprof_writer *pw, const struct run_context *rc)
 		pb_uint(&pw->msg, LOCATION_ID, i + 1);
 		pb_uint_opt(&pw->msg, LOCATION_MAPPING_ID, l->mapping);
 		pb_uint_opt(&pw->msg, LOCATION_ADDRESS, l->addr);
+		for (uint32_t k = 0; k < l->ninl; k++) {
+			pb_reset(&pw->sub);
+			pb_uint(&pw->sub, LINE_FUNCTION_ID, pw->inl[l->inl_start + k]);
+			pb_msg(&pw->msg, LOCATION_LINE, &pw->sub);
+		}
 		if (l->func) {
 			pb_reset(&pw->sub);
 			pb_uint(&pw->sub, LINE_FUNCTION_ID, l->func);
@@ -582,6 +625,7 @@ static void pprof_free(struct writer *w)
 	free(pw->func_name);
 	free(pw->locs);
 	free(pw->ids);
+	free(pw->inl);
 	free(pw);
 	w->priv = NULL;
 }

@@ -91,6 +91,14 @@ struct type_sum {
 	double count, idle_ns;
 };
 
+/* One sample's part in the estimates, kept for their variance: samples of one armed window
+ * share its random placement, so the window (not the sample) is the unit that was drawn. */
+struct draw {
+	int64_t cluster; /* the window; a number of its own for an always-armed sample */
+	uint32_t type;	 /* index in types; MAX_TYPES: past the type table */
+	double w;	 /* weight_count */
+};
+
 /* Stack key tags: what the shown frames are. */
 #define TAG_USER 'u' /* innermost frames outside the runtime */
 #define TAG_LEAF 'l' /* only runtime frames: the innermost named one */
@@ -134,6 +142,9 @@ struct report {
 	struct type_sum *types;
 	size_t ntypes;
 	struct type_sum other_types; /* past MAX_TYPES */
+	struct draw *draws;
+	size_t ndraws, draws_cap;
+	int64_t solo; /* clusters handed to always-armed samples, one each */
 
 	struct json_tokener *tok;
 	char *buf; /* line reader: REPORT_LINE_MAX + 1 bytes */
@@ -214,6 +225,7 @@ void report_free(struct report *r)
 	for (size_t i = 0; i < r->ntypes; i++)
 		free(r->types[i].future);
 	free(r->types);
+	free(r->draws);
 	free(r->buf);
 	json_tokener_free(r->tok);
 	free(r);
@@ -882,6 +894,34 @@ static struct type_sum *type_get(struct report *r, const char *future)
 	return t;
 }
 
+/* Kept in cluster order as they come (samples come about in window order): half_width()
+ * reads each window's draws together. */
+static int add_draw(struct report *r, int64_t window, const struct type_sum *type, double w)
+{
+	struct draw d;
+	size_t i;
+
+	if (r->ndraws == r->draws_cap) {
+		size_t cap = r->draws_cap ? 2 * r->draws_cap : 1024;
+		struct draw *d = realloc(r->draws, cap * sizeof(*d));
+
+		if (!d)
+			return -ENOMEM;
+		r->draws = d;
+		r->draws_cap = cap;
+	}
+	d = (struct draw){
+	    /* After every window, in the order they come. */
+	    .cluster = window > 0 ? window : INT64_MAX / 2 + ++r->solo,
+	    .type = type == &r->other_types ? MAX_TYPES : (uint32_t)(type - r->types),
+	    .w = w,
+	};
+	for (i = r->ndraws++; i > 0 && r->draws[i - 1].cluster > d.cluster; i--)
+		r->draws[i] = r->draws[i - 1];
+	r->draws[i] = d;
+	return 0;
+}
+
 static struct worker_sum *find_worker(struct report *r, int64_t index)
 {
 	struct worker_sum key = {.index = index};
@@ -896,7 +936,7 @@ static struct worker_sum *find_worker(struct report *r, int64_t index)
 static int take_sample(struct report *r, json_object *obj, struct perr *e)
 {
 	uint64_t epoch, wcount, widle;
-	int64_t worker, stack_error = 0;
+	int64_t worker, stack_error = 0, window = 0;
 	const char *park, *outcome = NULL, *future = NULL;
 	struct stack_ent *ent = NULL;
 	struct type_sum *type;
@@ -919,6 +959,7 @@ static int take_sample(struct report *r, json_object *obj, struct perr *e)
 	    get_u64(e, "", obj, "weight_idle_ns", false, 0, MAX_WEIGHT_IDLE, &widle) ||
 	    get_i64(e, "", obj, "stack_error", true, -4095, 0, &stack_error) ||
 	    get_str(e, "", obj, "future", true, true, &future) ||
+	    get_i64(e, "", obj, "window", true, 1, INT64_MAX / 4, &window) ||
 	    get_typed(e, "", obj, "stack", false, json_type_array, &stack))
 		return -1;
 	if (strlen(park) > PARK_NAME_MAX)
@@ -948,6 +989,8 @@ static int take_sample(struct report *r, json_object *obj, struct perr *e)
 	type->samples++;
 	type->count += (double)wcount;
 	type->idle_ns += (double)widle;
+	if (add_draw(r, window, type, (double)wcount))
+		return fail(e, "out of memory after %" PRIu64 " samples", r->nsamples);
 	w = find_worker(r, worker);
 	if (w)
 		w->samples_seen++;
@@ -1191,9 +1234,46 @@ static void print_stacks(const struct report *r, FILE *out)
 	free(order);
 }
 
+/*
+ * Half the width of the 95% interval of an estimated total (the draws for which in() holds):
+ * the drawn units are the windows, so with z_c the estimate from window c and m windows,
+ * Var = m / (m - 1) * (sum z_c^2 - total^2 / m) (windows that drew nothing of it count,
+ * with z_c = 0; a sample drawn on its own, always armed, is a window of one).
+ */
+static double half_width(const struct report *r, bool (*in)(const struct draw *, uint32_t),
+			 uint32_t id)
+{
+	double total = 0, sq = 0, z = 0;
+	size_t m = 0;
+
+	for (size_t i = 0; i < r->ndraws; i++) {
+		const struct draw *d = &r->draws[i];
+
+		if (i && d->cluster != d[-1].cluster) {
+			sq += z * z;
+			z = 0;
+		}
+		m += !i || d->cluster != d[-1].cluster;
+		if (in(d, id)) {
+			z += d->w;
+			total += d->w;
+		}
+	}
+	sq += z * z;
+	if (m < 2)
+		return NAN;
+	return 1.96 * sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)));
+}
+
+static bool of_type(const struct draw *d, uint32_t type)
+{
+	return d->type == type;
+}
+
 static int by_type_count(const void *a, const void *b)
 {
-	const struct type_sum *x = a, *y = b;
+	const struct type_sum *x = *(const struct type_sum *const *)a;
+	const struct type_sum *y = *(const struct type_sum *const *)b;
 
 	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
 }
@@ -1201,8 +1281,11 @@ static int by_type_count(const void *a, const void *b)
 static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
 			   FILE *out)
 {
-	fprintf(out, "  %5.1f%%  %12.0f  %11.3f  %7" PRIu64 "  ", pct(t->count, r->total_count),
-		t->count, t->idle_ns / 1e9, t->samples);
+	uint32_t id = t == &r->other_types ? MAX_TYPES : (uint32_t)(t - r->types);
+
+	fprintf(out, "  %5.1f%%  %12.0f  %9.0f  %11.3f  %7" PRIu64 "  ",
+		pct(t->count, r->total_count), t->count, half_width(r, of_type, id),
+		t->idle_ns / 1e9, t->samples);
 	put_clean(out, name, 160);
 	fputc('\n', out);
 }
@@ -1210,20 +1293,22 @@ static void print_type_row(const struct report *r, const struct type_sum *t, con
 /* Estimates per task type, most resumes first. Sorting a copy keeps the report const. */
 static void print_types(const struct report *r, FILE *out)
 {
-	struct type_sum *v;
+	const struct type_sum **v;
 
 	if (!r->ntypes || (r->ntypes == 1 && !r->types[0].future))
 		return; /* no sample named a future: an older file, or no task types found */
 	v = malloc(r->ntypes * sizeof(*v));
 	if (!v)
 		return;
-	memcpy(v, r->types, r->ntypes * sizeof(*v));
+	for (size_t i = 0; i < r->ntypes; i++)
+		v[i] = &r->types[i];
 	qsort(v, r->ntypes, sizeof(*v), by_type_count);
-	fputs("\nBy task type (the future each task was spawned with):\n"
-	      "   share  est. resumes  est. idle s  samples  future\n",
+	fputs("\nBy task type (the future each task was spawned with; +-95%: half the 95% "
+	      "interval\nof the estimate, over the armed windows drawn):\n"
+	      "   share  est. resumes     +-95%  est. idle s  samples  future\n",
 	      out);
 	for (size_t i = 0; i < r->ntypes; i++)
-		print_type_row(r, &v[i], v[i].future ? v[i].future : "(unknown)", out);
+		print_type_row(r, v[i], v[i]->future ? v[i]->future : "(unknown)", out);
 	if (r->other_types.samples)
 		print_type_row(r, &r->other_types, "(other types)", out);
 	free(v);

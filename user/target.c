@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "elf_file.h"
 #include "json.h"
 #include "out_dir.h"
+#include "park_outcome.h"
 #include "target.h"
 
 /* Names after demangling without the hash. Generic functions demangle the same for every
@@ -30,7 +32,8 @@ static const struct {
     {"tokio::runtime::scheduler::multi_thread::worker::run", PROBE_WORKER_RUN, 0, PG_WORKER_RUN, 0},
     {"tokio::runtime::thread_pool::worker::run", PROBE_WORKER_RUN, 0, PG_WORKER_RUN, 0},
     /* The worker parks: park_timeout up to 1.48, park_internal (the same function renamed)
-     * from 1.49; park and park_yield call one of them, and are probed where not inlined. */
+     * from 1.49; park and park_yield call one of them, and are probed where not inlined.
+     * Before 1.21 the scheduler was runtime::thread_pool. */
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park", PROBE_IDLE, 0,
      PG_WORKER_PARK, 0},
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park_timeout", PROBE_IDLE, 0,
@@ -39,6 +42,9 @@ static const struct {
      PG_WORKER_PARK, 0},
     {"tokio::runtime::scheduler::multi_thread::worker::Context::park_yield", PROBE_IDLE, 0,
      PG_WORKER_PARK, 0},
+    {"tokio::runtime::thread_pool::worker::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
+    {"tokio::runtime::thread_pool::worker::Context::park_timeout", PROBE_IDLE, 0, PG_WORKER_PARK,
+     0},
     /* A current_thread runtime parks its block_on thread here: park_yield when tasks yielded
      * (it then runs the drivers without blocking), park when it has nothing to run. Outside
      * every task poll either way; a park seen twice (park, then park_internal) is harmless. */
@@ -53,6 +59,9 @@ static const struct {
      * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
     {"<tokio::time::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK, D9_PARK_LEAF,
      PG_SLEEP, 0},
+    /* Sleep's module before 1.21. */
+    {"<tokio::time::driver::sleep::Sleep as core::future::future::Future>::poll", PROBE_PARK,
+     D9_PARK_LEAF, PG_SLEEP, 0},
     {"<tokio::sync::batch_semaphore::Acquire as core::future::future::Future>::poll", PROBE_PARK,
      D9_PARK_LEAF, PG_ACQUIRE, 0},
     /* Notified::poll and OwnedNotified::poll (1.47+) start with an instruction the kernel
@@ -620,6 +629,7 @@ static void classify_insns(struct target *t)
 	t->keeps_frame_pointers = t->nprobes && fp * 10 >= t->nprobes * 9;
 	if (fd >= 0) {
 		place_yield_probes(t, fd);
+		park_outcome_classify(t, fd);
 		close(fd);
 	}
 }
@@ -656,31 +666,44 @@ bool target_group_missing(const struct target *t, enum probe_group g)
 	return g < PG_MAX && !target_group_probes(t, g) && (groups[g].required || t->found[g]);
 }
 
+/* Appends to buf (size bytes, *len used), cutting what does not fit. */
+static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, size - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
 /* One line when a group is missing, naming what each costs and what still works, rather
  * than sampling without it silently: a Tokio release this tool does not know yet. */
 static void report_discovery(const struct target *t)
 {
-	char line[2048];
+	char line[2048] = "";
 	size_t len = 0;
 	const char *sep = "";
 
 	for (int g = 0; g < PG_MAX; g++) {
 		if (!target_group_missing(t, (enum probe_group)g))
 			continue;
-		len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-					"%s%s (%s)", sep, groups[g].name, groups[g].without);
+		append(line, sizeof(line), &len, "%s%s (%s)", sep, groups[g].name,
+		       groups[g].without);
 		sep = ", ";
 	}
 	if (!len)
 		return;
 	sep = "";
-	len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-				"; still working:");
+	append(line, sizeof(line), &len, "; still working:");
 	for (int g = 0; g < PG_MAX; g++) {
 		if (!target_group_probes(t, (enum probe_group)g))
 			continue;
-		len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
-					"%s %s", sep, groups[g].name);
+		append(line, sizeof(line), &len, "%s %s", sep, groups[g].name);
 		sep = ",";
 	}
 	fprintf(stderr,

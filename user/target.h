@@ -54,6 +54,10 @@ struct probe_spec {
 	/* At the entry of a function the probe point calls (vaddr, offset are the callee's):
 	 * the stack is taken from its caller. */
 	bool at_callee;
+	/* Park points: how the outcome is observed (park_outcome.c); at_return when by a
+	 * return probe, which then takes the stack. */
+	struct d9_park_outcome outcome;
+	bool at_return;
 	/* Not attached until needed: the wake probes (D9_PARK_WAKE) cost a hit per wake, yields
 	 * included, and correct only chains run on one thread, so they wait until a
 	 * current_thread runtime is seen parking (target_rank_probes). */

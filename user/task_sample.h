@@ -54,8 +54,17 @@ struct task_sample {
 	bool capped;
 	const char *outcome;	/* "pending", "complete", "unknown" */
 	const char *future;	/* the task's future type (task_types.h), NULL when unknown */
+	/* The armed window it was selected in (from 1): samples of one window share its random
+	 * placement, so estimates' variance is taken over windows, not samples. 0: always armed
+	 * (then every sample is drawn on its own). */
+	uint64_t window;
 	const char *park_point; /* which probe captured the stack */
-	int stack_error;	/* negative errno of the stack capture, 0 if fine */
+	/* How the park point was decided: "returned_pending", "always_pending",
+	 * "outcome_unknown" (no leaf seen Pending: the first whose outcome cannot be seen),
+	 * "none". */
+	const char *park_decided;
+	uint32_t also_pending; /* other leaves seen Pending in the poll */
+	int stack_error;       /* negative errno of the stack capture, 0 if fine */
 	/*
 	 * Horvitz-Thompson weights as integers (perf periods and folded counts must be
 	 * integers): weight_count estimates resumes and is 1/p rounded stochastically (floor,

@@ -261,6 +261,42 @@ def estimate_vs_truth(samples, meta, truth):
                        if k in est or any(truth[e]["resumes"].get(k) for e in good)}
 
 
+def check_estimates_probed(kinds):
+    """Every poll probed (--overhead-budget 100): each kind with 100 samples or more within
+    20% of the truth, at least two such kinds. kinds as estimate_vs_truth gives them; returns
+    the figures as text."""
+    res = [f"{k}: est {got:.0f} / true {real} (n={n})" for k, (got, real, n) in kinds.items()]
+    checked = 0
+    for k, (got, real, n) in kinds.items():
+        if n < 100:
+            continue  # too few samples for a 20% bound to be meaningful
+        checked += 1
+        assert abs(got - real) <= 0.20 * real, "; ".join(res)
+    assert checked >= 2, "fewer than 2 kinds with enough samples: " + "; ".join(res)
+    return res
+
+
+def check_estimates_windowed(kinds):
+    """The default windows: all kinds together within 50%; with 50 samples or more, CPU-bound
+    tasks within 0.4-2.0 and the others within 25% (why: test_core.py,
+    estimation_with_default_windows). Returns the figures as text."""
+    res = [f"{k}: est {got:.0f} / true {real} = {got / real if real else 0:.2f} (n={n})"
+           for k, (got, real, n) in kinds.items()]
+    total_est = sum(got for got, _, _ in kinds.values())
+    total_real = sum(real for _, real, _ in kinds.values())
+    res.append(f"all: {total_est / total_real:.2f}")
+    assert abs(total_est - total_real) <= 0.50 * total_real, "; ".join(res)
+    for k, (got, real, n) in kinds.items():
+        if n < 50:
+            continue
+        if k == "cpu":
+            assert 0.4 * real <= got <= 2.0 * real, "; ".join(res)
+        else:
+            assert abs(got - real) <= 0.25 * real, "; ".join(res)
+    assert kinds["cpu"][2] >= 50 and kinds["timer"][2] >= 50, "; ".join(res)
+    return res
+
+
 def complete_epochs(meta):
     """Per worker: {epoch: stats} for epochs that ran whole and were not calibrating."""
     res = {}

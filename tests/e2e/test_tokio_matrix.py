@@ -5,10 +5,11 @@ expected probe point and says nothing is missing, workers are found and parked, 
 stacks, every task kind is named, and estimates match the demo's own counts per kind."""
 import os
 import re
-import tempfile
+import subprocess
 
 from harness import (DEMO_FNS, ROOT, Demo, estimate_vs_truth, frame_names, kind_of,
-                     read_metadata, read_samples, run_all, run_tool, test)
+                     read_metadata, read_samples, remove_tmpdirs, run_all, run_tool, test,
+                     tmpdir)
 
 # Worker thread names, as comm truncates them: up to 1.49 and from 1.50.
 WORKER_COMMS = ("tokio-runtime-w", "tokio-rt-worker")
@@ -41,7 +42,7 @@ def check_release(version):
              mode="mix")
     try:
         d.wait_seconds(2)
-        out = tempfile.mkdtemp(prefix=f"d9out-tokio-{version}-")
+        out = tmpdir(f"d9out-tokio-{version}-")
         rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", HZ, "--duration", DURATION,
                               "--output", out, "--seed", 7, "--overhead-budget", 100, "--format", "jsonl",
                               timeout=DURATION + 60)
@@ -80,6 +81,12 @@ def check_release(version):
     assert idle_ms > 0, "no worker park seen: no idle time in any epoch"
     res.append(f"workers {len(meta['workers'])} ({meta['worker_detection']}, {want_comm}), "
                f"idle {idle_ms:.0f} ms")
+    # Running since before the attach: each found in the release's thread-local context, and
+    # no block_in_place after the attach splits one (test_late_attach.py).
+    tls = meta["worker_tls"]
+    assert tls["status"] == "resolved" and len(meta["workers"]) == 2, \
+        f"worker_tls {tls}; workers {[(w['key'], w['detection']) for w in meta['workers']]}"
+    res.append(f"TLS context word {tls['context_word']}, worker word {tls['worker_word']}")
 
     # Stacks: named demo fns, each kind present, yields with their stacks.
     assert len(samples) >= 200, f"only {len(samples)} samples"
@@ -126,6 +133,56 @@ def check_release(version):
     return "; ".join(res)
 
 
+# What a release the tool does not know looks like: the newest release with its worker park and
+# the runtime's defer under names no release has used (mangled: length-prefixed components).
+RENAMED = {"6worker7Context13park_internal17h": "6worker7Context10park_later17h",
+           "5Defer5defer17h": "5Defer7enqueue17h",
+           "7runtime7context5defer17h": "7runtime7context7enqueue17h"}
+
+
+@test
+def unknown_release_said_in_one_line():
+    """A real binary whose worker park and defer carry unknown names: one line at start names
+    both, what they cost and what still works; metadata lists the same; sampling goes on."""
+    src = os.path.join(ROOT, "build", f"demo-tokio-{releases()[-1]}")
+    assert os.path.exists(src), f"{src} missing: run make tokio-matrix"
+    tmp = tmpdir("d9renamed-")
+    binary = os.path.join(tmp, "dial9-demo")
+    syms = subprocess.run(["nm", src], capture_output=True, text=True, check=True).stdout
+    args = []
+    for line in syms.splitlines():
+        name = line.split()[-1]
+        for old, new in RENAMED.items():
+            if name.startswith("_ZN5tokio") and old in name:
+                args.append(f"--redefine-sym={name}={name.replace(old, new)}")
+    assert len(args) == 3, f"expected 3 symbols to rename, found {args}"
+    subprocess.run(["objcopy", *args, src, binary], check=True)
+    d = Demo(binary=binary, workers=2, mode="mix")
+    try:
+        d.wait_seconds(1)
+        out = tmpdir("d9out-renamed-")
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 3, "--output", out,
+                              "--format", "jsonl", timeout=60)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+    finally:
+        d.stop()
+    lines = [ln for ln in err.splitlines() if "Tokio functions not found" in ln]
+    assert len(lines) == 1, f"expected one line, got: {err[-1500:]}"
+    line = lines[0]
+    missing, working = line.split("still working:")
+    for g in ("worker_park (", "yield ("):
+        assert g in missing, line
+    for g in ("task_poll", "worker_run", "sleep", "acquire"):
+        assert g in working, line
+    meta = read_metadata(out)
+    got = sorted(m["group"] for m in meta["discovery"]["missing"])
+    assert got == ["worker_park", "yield"], meta["discovery"]
+    samples = read_samples(out)
+    parked = [s for s in samples if s["park_point"] == "resource_poll" and s["stack"]]
+    assert len(parked) >= 20, f"only {len(parked)} of {len(samples)} samples park with a stack"
+    return line
+
+
 def register(version):
     def fn():
         return check_release(version)
@@ -137,4 +194,8 @@ for v in releases():
     register(v)
 
 if __name__ == "__main__":
-    raise SystemExit(run_all())
+    try:
+        rc = run_all()
+    finally:
+        remove_tmpdirs()
+    raise SystemExit(rc)

@@ -72,6 +72,8 @@ static const struct task_sample base = {
     .idle_known = true,
     .outcome = "pending",
     .park_point = "sleep",
+    .park_decided = "returned_pending",
+    .also_pending = 1,
     .weight_count = 4,
     .weight_idle_ns = 800,
 };
@@ -97,6 +99,7 @@ static void test_line(void **state)
 	    "\"inclusion_probability\":0.25,\"epoch\":5,\"idle_start_ns\":100,"
 	    "\"idle_end_ns\":300,\"idle_ns\":200,\"idle_known\":true,\"poll_duration_ns\":50,"
 	    "\"capped\":false,\"outcome\":\"pending\",\"park_point\":\"sleep\","
+	    "\"park_decided\":\"returned_pending\",\"also_pending\":1,"
 	    "\"weight_count\":4,\"weight_idle_ns\":800,\"future\":null,\"stack\":["
 	    "{\"addr\":\"0x10\",\"name\":\"a::b\",\"module\":\"/app\",\"inlined\":true},"
 	    "{\"addr\":\"0x7f01\",\"name\":null,\"module\":null}]}\n");

@@ -176,35 +176,54 @@ static void test_stacks_grouped_and_weighted(void **state)
 	report_free(r);
 }
 
-/* A sample line naming its future: the sample() line with "future" added before "stack". */
-static char *with_future(const char *line, const char *future)
+/* A sample line naming its future (and its window, or "" for an always-armed sample): the
+ * sample() line with those added before "stack". */
+static char *with_future(const char *line, const char *future, const char *window)
 {
 	static char buf[8400];
 	const char *at = strstr(line, ",\"stack\":");
 
-	snprintf(buf, sizeof(buf), "%.*s,\"future\":%s%s", (int)(at - line), line, future, at);
+	snprintf(buf, sizeof(buf), "%.*s%s,\"future\":%s%s", (int)(at - line), line, window, future,
+		 at);
 	return buf;
 }
 
 static void test_by_task_type(void **state)
 {
+	static const char handler[] = "\"app::handler::{{closure}}\"";
 	struct report *r = with_meta(0);
 	char *text;
 
 	(void)state;
-	add(r, with_future(sample(0, "0.05", 0, "sleep", 20, 4000000000ULL, APP_STACK),
-			   "\"app::handler::{{closure}}\""));
-	add(r, with_future(sample(0, "0.05", 0, "sleep", 30, 0, APP_STACK),
-			   "\"app::handler::{{closure}}\""));
-	add(r, with_future(sample(1, "0.1", 0, "yield", 10, 0, "[]"), "\"task-type-3\""));
-	add(r, with_future(sample(1, "0.1", 0, "yield", 40, 0, "[]"), "null"));
+	add(r,
+	    with_future(sample(0, "0.05", 0, "sleep", 20, 4000000000ULL, APP_STACK), handler, ""));
+	add(r, with_future(sample(0, "0.05", 0, "sleep", 30, 0, APP_STACK), handler, ""));
+	add(r, with_future(sample(1, "0.1", 0, "yield", 10, 0, "[]"), "\"task-type-3\"", ""));
+	add(r, with_future(sample(1, "0.1", 0, "yield", 40, 0, "[]"), "null", ""));
 	text = printed(r);
+	/* Four samples drawn one by one: handler's variance 4/3 * (20^2 + 30^2 - 50^2/4) = 30^2,
+	 * +-1.96 * 30; the unknown row's 4/3 * (40^2 - 40^2/4) = 40^2. */
 	assert_contains(text,
-			"By task type (the future each task was spawned with):\n"
-			"   share  est. resumes  est. idle s  samples  future\n"
-			"   50.0%            50        4.000        2  app::handler::{{closure}}\n"
-			"   40.0%            40        0.000        1  (unknown)\n"
-			"   10.0%            10        0.000        1  task-type-3\n");
+			"   share  est. resumes     +-95%  est. idle s  samples  future\n"
+			"   50.0%            50         59        4.000        2  "
+			"app::handler::{{closure}}\n"
+			"   40.0%            40         78        0.000        1  (unknown)\n"
+			"   10.0%            10         20        0.000        1  task-type-3\n");
+	free(text);
+	report_free(r);
+	/* The handler's two samples in one window (7) are one draw: 3/2 * (50^2 - 50^2/3) = 50^2;
+	 * windows come out of order and are grouped all the same. */
+	r = with_meta(0);
+	add(r,
+	    with_future(sample(0, "0.05", 0, "sleep", 20, 0, APP_STACK), handler, ",\"window\":7"));
+	add(r, with_future(sample(1, "0.1", 0, "yield", 40, 0, "[]"), "null", ",\"window\":8"));
+	add(r, with_future(sample(1, "0.1", 0, "yield", 10, 0, "[]"), "\"task-type-3\"",
+			   ",\"window\":9"));
+	add(r,
+	    with_future(sample(0, "0.05", 0, "sleep", 30, 0, APP_STACK), handler, ",\"window\":7"));
+	text = printed(r);
+	assert_contains(text, "   50.0%            50         98        0.000        2  "
+			      "app::handler::{{closure}}\n");
 	free(text);
 	report_free(r);
 	/* Files written before "future" existed: no table. */

@@ -56,7 +56,7 @@ static void test_v0_names(void **state)
 		     PROBE_PARK, D9_PARK_LEAF);
 }
 
-/* Names that moved across Tokio releases (1.38 .. 1.53), in both manglings. */
+/* Names that moved across Tokio releases (1.20 .. 1.53), in both manglings. */
 static void test_release_names(void **state)
 {
 	(void)state;
@@ -78,8 +78,11 @@ static void test_release_names(void **state)
 	expect_probe("<tokio::sync::notify::NotifiedProject>::poll_notified", PROBE_PARK,
 		     D9_PARK_LEAF);
 	expect_probe("tokio::sync::notify::Notified::poll_notified", PROBE_PARK, D9_PARK_LEAF);
-	/* current_thread parks are probed like a worker's (its block_on thread is the worker);
-	 * defer's helpers are no yields. */
+	/* Before 1.21 (runtime::thread_pool, time::driver). */
+	expect_probe("tokio::runtime::thread_pool::worker::Context::park_timeout", PROBE_IDLE, 0);
+	expect_probe("<tokio::time::driver::sleep::Sleep as core::future::future::Future>::poll",
+		     PROBE_PARK, D9_PARK_LEAF);
+	/* A current_thread runtime parks its block_on thread too; defer's helpers are no yields. */
 	expect_probe("tokio::runtime::scheduler::current_thread::Context::park_internal",
 		     PROBE_IDLE, 0);
 	expect_probe("tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE,
