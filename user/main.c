@@ -405,14 +405,14 @@ int main(int argc, char **argv)
 			strerror(-err));
 	col.types = &types;
 	col.task_root = !o.no_task_root;
-	/* In fp mode too: DWARF names the calls inlined at each return address. */
-	col.unw = unwinder_new(o.pid);
-	if (!col.unw && o.unwind == D9_UNWIND_DWARF)
-		fprintf(
-		    stderr,
-		    "dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall back to frame "
-		    "pointers\n",
-		    strerror(errno));
+	if (o.unwind == D9_UNWIND_DWARF) {
+		col.unw = unwinder_new(o.pid);
+		if (!col.unw)
+			fprintf(stderr,
+				"dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
+				"back to frame pointers\n",
+				strerror(errno));
+	}
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, &slice, NULL);
 	if (!rb) {
 		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));
