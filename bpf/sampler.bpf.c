@@ -839,7 +839,7 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
 	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
 	 * One that began on another worker ran partly in parallel with this one, and is left
-	 * clock-driven as before. */
+	 * clock-driven. */
 	t->clock_driven = !t->after_yield && !(woken && f->origin.tid == tid);
 	if (ts && !lean) {
 		ts->flags &= ~D9_TS_WOKEN_BY_TASK;

@@ -48,12 +48,13 @@ static const struct {
     /* A current_thread runtime parks its block_on thread here: park_yield when tasks yielded
      * (it then runs the drivers without blocking), park when it has nothing to run. Outside
      * every task poll either way; a park seen twice (park, then park_internal) is harmless. */
-    {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, PG_WORKER_PARK, 0},
+    {"tokio::runtime::scheduler::current_thread::Context::park", PROBE_IDLE, 0, PG_BLOCK_ON_PARK,
+     0},
     {"tokio::runtime::scheduler::current_thread::Context::park_yield", PROBE_IDLE, 0,
-     PG_WORKER_PARK, 0},
+     PG_BLOCK_ON_PARK, 0},
     /* 1.5x: both call this one, and may be inlined into block_on. */
     {"tokio::runtime::scheduler::current_thread::Context::park_internal", PROBE_IDLE, 0,
-     PG_WORKER_PARK, 0},
+     PG_BLOCK_ON_PARK, 0},
     /* Park points: the outermost Tokio resource polls, where a task stores its waker and
      * returns Pending. Not the waker functions themselves: clone_waker single-steps (about
      * 18x the cost of a hit here) and wake_* mostly run on behalf of other tasks. */
@@ -106,6 +107,10 @@ static const struct {
     [PG_WORKER_RUN] = {"worker_run", true, "workers are told apart by thread only"},
     [PG_WORKER_PARK] = {"worker_park", true,
 			"a worker's idle time is not seen: a poll lasts until its thread's next"},
+    /* Every Tokio program has current_thread's code (block_on), so finding it says nothing of
+     * the multi-thread workers' park: a group of its own. */
+    [PG_BLOCK_ON_PARK] = {"current_thread_park", false,
+			  "a current_thread runtime's idle time is not seen"},
     [PG_YIELD] = {"yield", true, "resumes after a yield have no park point or stack"},
     [PG_SLEEP] = {"sleep", false, "Sleep parks have no park point or stack"},
     [PG_ACQUIRE] = {"acquire", false, "semaphore, mutex and bounded channel parks have no stack"},

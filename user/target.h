@@ -27,6 +27,7 @@ enum probe_group {
 	PG_DEALLOC,
 	PG_WORKER_RUN,
 	PG_WORKER_PARK,
+	PG_BLOCK_ON_PARK, /* a current_thread runtime's park: not every program has one */
 	PG_YIELD,
 	PG_SLEEP,
 	PG_ACQUIRE,
