@@ -106,7 +106,7 @@ struct frame {
 	__u32 park_how;	 /* how park_point was decided (enum d9_park_how) */
 	__u32 also_pending;
 	__u32 pad;
-	__u64 vtable;	 /* the task's, when selected */
+	__u64 vtable; /* the task's, when selected */
 	__u64 leaf_ip;
 };
 
@@ -398,6 +398,11 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	 * transition, and a 1/4 weight took seconds to wash it out. The first sampled epoch
 	 * replaces it, the next is averaged in by half, then 1/4. */
 	if (duty < D9_PROB_ONE) {
+		/* A worker seen in no window for a while (more threads than CPUs: a window of a
+		 * few ms finds most of them waiting for a CPU) made zero transitions in those
+		 * epochs' windows: averaging only the epochs it was seen in would set p for a
+		 * count it reaches only sometimes, and deliver a fraction of hz. */
+		consecutive = ws->epoch < epoch;
 		if (consecutive && ws->duty) {
 			__u64 full = (prev << 16) / ((ws->duty >> 16) | 1) << 16;
 
@@ -410,6 +415,8 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 			if (!ws->calibrating && ws->rate_n < 2)
 				ws->rate_n++;
 		}
+		for (int i = 0; i < 8 && epoch > ws->epoch + 1 + i && ws->rate_n >= 2; i++)
+			ws->rate = ws->rate - ws->rate / 4;
 		prev = ((ws->rate >> 16) * (duty >> 16)) >> 16;
 		consecutive = ws->rate > 0;
 	}
@@ -1370,6 +1377,14 @@ static __always_inline int on_park_return(struct pt_regs *ctx, __u32 park_point,
 	return 0;
 }
 
+static __always_inline bool hit_in_gate(void)
+{
+	__u32 zero = 0;
+	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+
+	return arm && in_gate(arm, bpf_ktime_get_ns());
+}
+
 /* Every armed probe's hit: counted (the cost driver), per probe (ranking), and the kept
  * probes' alarm. */
 static __always_inline void count_hit(__u64 cookie)
@@ -1379,6 +1394,8 @@ static __always_inline void count_hit(__u64 cookie)
 	count(D9_CNT_HITS);
 	if (idx < D9_MAX_PROBES)
 		__sync_fetch_and_add(&probe_hits[idx], 1);
+	if (hit_in_gate())
+		count(D9_CNT_GATE_HITS);
 	if (cookie & D9_COOKIE_XOL)
 		count(D9_CNT_HITS_XOL);
 	/* Worker-park probes are never kept, and are not what the alarm watches. Two CPUs may

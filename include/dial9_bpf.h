@@ -320,11 +320,14 @@ enum d9_counter {
 	D9_CNT_LEAN_POLLS,
 	D9_CNT_LEAN_HITS,
 	D9_CNT_LEAN_BUSY_NS,
-	D9_CNT_CAPTURE_NS,    /* stack captures and sample writes, in windows or not */
-	D9_CNT_RESUME_BY_ID,  /* first seen in a window, known a resume by its task id */
-	D9_CNT_RET_HITS,      /* park-point return probes run (part of D9_CNT_HITS) */
-	D9_CNT_RET_UNMATCHED, /* a return with no matching entry (probe put in mid-call) */
+	D9_CNT_CAPTURE_NS,     /* stack captures and sample writes, in windows or not */
+	D9_CNT_RESUME_BY_ID,   /* first seen in a window, known a resume by its task id */
+	D9_CNT_RET_HITS,       /* park-point return probes run (part of D9_CNT_HITS) */
+	D9_CNT_RET_UNMATCHED,  /* a return with no matching entry (probe put in mid-call) */
 	D9_CNT_BLOCKING_POLLS, /* polls of blocking-pool tasks, kept out of the sampling */
+	/* Hits inside an open gate (part of D9_CNT_HITS): they scale with the gate's length; the
+	 * rest come with each window's attach, settling and removal, and with kept probes. */
+	D9_CNT_GATE_HITS,
 	D9_CNT_MAX,
 };
 

@@ -13,6 +13,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "arming.h"
+#include "duty.h"
 #include "privs.h"
 #include "dial9_bpf.h"
 #include "sampler.skel.h"
@@ -20,39 +21,16 @@
 #include "tokio_layout.h"
 
 #define NSEC 1000000000ULL
-#define MAX_WINDOWS_PER_SEC 4
-/* Each window costs the tool an attach and a detach (~1-1.5 ms of CPU on the project's VMs,
- * which a target using every core pays for): at most this share of the budget goes to them.
- * More, shorter windows make each epoch's count steadier. */
+/* Each window costs the tool an attach and a detach (~1-1.5 ms of CPU), which a target using
+ * every core pays for: at most this share of the budget goes to them. More, shorter windows
+ * make each epoch's count steadier. */
 #define WINDOW_BUDGET_SHARE 0.25
 #define MIN_WINDOW_NS 20000000.0
 /* After attaching, before the gate opens (see window()). Every hot probe is hit in it for
- * nothing: at 1 ms that was ~230 hits a window on the hot demo, a fifth of the window's cost.
- * At 0.25 ms hits fell by 16% on average at 10 Hz (six runs each), and neither the estimates
- * nor the threads' off-CPU time in the gate (window_wait_ms) moved (bench/RESULTS.md,
- * "Session 7"). */
+ * nothing, so it is short: at 1 ms it was a fifth of a window's hits on the hot demo, and at
+ * 0.25 ms neither the estimates nor the threads' off-CPU time in the gate (window_wait_ms)
+ * moved (bench/RESULTS.md, "Overhead"). */
 #define SETTLE_NS 250000ULL
-/* A floor only: the samples' need sets the duty (duty_for_samples). At 0.2% it bound on the
- * hot demo once a hit cost ~0.6 us (this VM): windows then saw ~400 eligible transitions per
- * worker where 160-200 were wanted, twice the hits. */
-#define MIN_DUTY 0.0005
-#define INITIAL_DUTY 0.005
-/* At or above this duty, windows save too little to pay for arming cycles, and the attach
- * and detach latencies (~0.1 s) no longer fit between windows. */
-#define CONTINUOUS_DUTY 0.5
-/* The budget is a ceiling, not a target: windows need only see enough eligible transitions
- * per worker for the samples wanted. On a busy worker (280k polls/s) that is a fraction of the
- * budget's duty, and every probe hit saved is CPU the target keeps. Up to SAMPLE_MARGIN_HZ,
- * SAMPLE_MARGIN per sample (p <= 1/16): a worker-epoch's ~10 selections then come from over a
- * hundred transitions, and the in-window count that sets p is steady. Above it, no fewer
- * transitions than at SAMPLE_MARGIN_HZ and at least SAMPLE_MARGIN_MIN per sample (p <= 1/2):
- * each transition seen costs a few hits (~13 us on the project's VM) against ~9 us for a
- * capture. At 99 Hz a margin of 16 asked for more than the 1% budget pays for; with 2 the
- * tool's estimate of its cost fell from 1.01-1.16% to 0.81-0.97% (bench/RESULTS.md, "Session
- * 7"). */
-#define SAMPLE_MARGIN 16.0
-#define SAMPLE_MARGIN_HZ 10.0
-#define SAMPLE_MARGIN_MIN 2.0
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
@@ -456,14 +434,14 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 
 static void target_hit_cost(struct arming *a);
 
-/* One second of the schedule: up to MAX_WINDOWS_PER_SEC slots, one window each at a uniform
+/* One second of the schedule: up to DUTY_MAX_WINDOWS slots, one window each at a uniform
  * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
 static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
 		       uint32_t *nwin, uint64_t *armed)
 {
 	struct {
 		uint64_t a, b;
-	} pieces[2 * MAX_WINDOWS_PER_SEC];
+	} pieces[2 * DUTY_MAX_WINDOWS];
 	size_t n = 0;
 	uint64_t slot, w;
 
@@ -662,48 +640,6 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
 	       xol * (a->cost.xol_ns + a->bpf_run_ns) + (double)dcapture;
 }
 
-/* Windows per second for a duty: as many as the budget pays for, up to MAX_WINDOWS_PER_SEC,
- * each at least MIN_WINDOW_NS, and fitting with their attach and detach times between them. */
-static uint64_t windows_for(const struct arming *a, double duty, double budget_ns)
-{
-	double afford =
-	    a->window_cpu_ns > 0 ? WINDOW_BUDGET_SHARE * budget_ns / a->window_cpu_ns : 1;
-	uint64_t k = afford < 1 ? 1 : (uint64_t)afford;
-
-	if ((double)k > duty * (double)NSEC / MIN_WINDOW_NS)
-		k = (uint64_t)(duty * (double)NSEC / MIN_WINDOW_NS);
-	k = k < 1 ? 1 : k > MAX_WINDOWS_PER_SEC ? MAX_WINDOWS_PER_SEC : k;
-	while (k > 1 && (double)k * (duty * (double)NSEC / (double)k + a->window_wall_ns +
-				     (double)SETTLE_NS) >
-			    0.8 * (double)NSEC)
-		k--;
-	return k;
-}
-
-/*
- * The duty that spends `budget` of the target's own CPU, from the last epoch's figures. The
- * budget covers the probes (hits x cost, in proportion to duty) and the tool's own CPU: its
- * attach and detach per window and the rest (reading and writing samples), which a target
- * using every core pays for as much as for probe hits.
- */
-static double next_duty(struct arming *a, double probe_ns, double own_ns, uint64_t armed_ns,
-			double tool_other_ns)
-{
-	double armed_cost_per_s, duty, avail;
-
-	if (!armed_ns)
-		return a->duty;
-	armed_cost_per_s = probe_ns / ((double)armed_ns / (double)NSEC);
-	if (armed_cost_per_s <= 0)
-		return a->duty * 2; /* nothing hit the probes: arm more to learn */
-	avail = a->budget * own_ns - tool_other_ns;
-	duty = (avail - a->window_cpu_ns) / armed_cost_per_s;
-	duty = (avail - (double)windows_for(a, duty, a->budget * own_ns) * a->window_cpu_ns) /
-	       armed_cost_per_s;
-	/* Grow slowly, shrink at once: overshooting the budget is the error to avoid. */
-	return duty > 2 * a->duty ? 2 * a->duty : duty;
-}
-
 /* Workers that made an eligible transition in the last two epochs. */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
@@ -719,27 +655,6 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 			n++;
 	}
 	return n;
-}
-
-/* Eligible transitions per worker per second that windows must see for hz samples. */
-static double transitions_needed(double hz)
-{
-	double low = SAMPLE_MARGIN * (hz < SAMPLE_MARGIN_HZ ? hz : SAMPLE_MARGIN_HZ);
-
-	return low > SAMPLE_MARGIN_MIN * hz ? low : SAMPLE_MARGIN_MIN * hz;
-}
-
-/* The duty at which windows see transitions_needed() per worker, from the last epoch's
- * in-window count; +inf when nothing is known yet. */
-static double duty_for_samples(struct arming *a, uint64_t delig, uint64_t armed_ns, uint64_t epoch)
-{
-	uint32_t nw;
-	double per_worker_s;
-
-	if (!a->per_worker_hz || !armed_ns || !delig || !(nw = active_workers(a, epoch)))
-		return HUGE_VAL;
-	per_worker_s = (double)delig / nw / ((double)armed_ns / (double)NSEC);
-	return transitions_needed(a->per_worker_hz) / per_worker_s;
 }
 
 static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,
@@ -758,14 +673,125 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, by_samples};
 }
 
+/* The counters at the start of an epoch: the next one's figures are differences from them. */
+struct reading {
+	uint64_t at, hits, gate_hits, xol, elig, capture, cpu, tool;
+};
+
+static void read_counters(struct arming *a, struct reading *r)
+{
+	r->at = mono_ns();
+	r->hits = counter(a, D9_CNT_HITS);
+	r->gate_hits = counter(a, D9_CNT_GATE_HITS);
+	r->xol = counter(a, D9_CNT_HITS_XOL);
+	r->elig = counter(a, D9_CNT_ELIGIBLE);
+	r->capture = counter(a, D9_CNT_CAPTURE_NS);
+	r->cpu = target_cpu_ns(a->t->pid);
+	r->tool = process_cpu_ns();
+}
+
+static struct duty_limits duty_limits_of(const struct arming *a)
+{
+	return (struct duty_limits){
+	    .budget = a->budget,
+	    .window_cpu_ns = a->window_cpu_ns,
+	    .window_wall_ns = a->window_wall_ns,
+	    .settle_ns = (double)SETTLE_NS,
+	    .min_window_ns = MIN_WINDOW_NS,
+	    .window_share = WINDOW_BUDGET_SHARE,
+	};
+}
+
+/*
+ * Prices the time from r0 to r1 (the last epoch: armed_ns in nwin windows), folds it into the
+ * plan and sets a->duty for the next: the budget's duty, or less when the samples need less.
+ */
+static void plan_epoch(struct arming *a, const struct reading *r0, const struct reading *r1,
+		       uint64_t armed_ns, uint32_t nwin, uint64_t epoch, bool *by_samples)
+{
+	uint64_t hits = r1->hits - r0->hits, gated = r1->gate_hits - r0->gate_hits;
+	double capture = r1->capture >= r0->capture ? (double)(r1->capture - r0->capture) : 0;
+	double probe_ns = probe_cpu(a, hits, r1->xol - r0->xol, (uint64_t)capture);
+	double in_gate = hits ? (probe_ns - capture) * (double)gated / (double)hits : 0;
+	double tool_ns = (double)(r1->tool - r0->tool), own_ns, duty, need, own_s;
+	struct duty_limits l = duty_limits_of(a);
+	struct duty_epoch e = {
+	    .wall_ns = (double)(r1->at - r0->at),
+	    .armed_ns = (double)armed_ns,
+	    .probe_ns = in_gate + capture,
+	    .fixed_ns = probe_ns - in_gate - capture,
+	    .hits = gated,
+	    .tool_other_ns = tool_ns - nwin * a->window_cpu_ns,
+	};
+
+	own_ns = (double)(r1->cpu - r0->cpu) - probe_ns;
+	e.own_ns = own_ns > 0 ? own_ns : 0;
+	/* The first epoch's tool CPU includes the run's start-up, done once. */
+	if (e.tool_other_ns < 0 || !a->plan.seeded)
+		e.tool_other_ns = 0;
+	/* Nothing armed yet (the thread's first pass): nothing to price. */
+	if (armed_ns || e.wall_ns > (double)NSEC / 2)
+		duty_observe(&a->plan, &e);
+	duty = duty_for_budget(&a->plan, &l, a->duty);
+	need = duty_for_samples(a->per_worker_hz, r1->elig - r0->elig, active_workers(a, epoch),
+				(double)armed_ns);
+	*by_samples = need < duty;
+	a->duty = duty_clamp(*by_samples ? need : duty, a->budget);
+	own_s = e.wall_ns > 0 ? e.own_ns / (e.wall_ns / (double)NSEC) : 0;
+	a->own_ns_per_s = own_s > 1e6 ? own_s : 1e6;
+	a->kept_max_rate = KEPT_BUDGET_SHARE * a->budget * a->own_ns_per_s / arming_hit_cost_ns(a);
+
+	pthread_mutex_lock(&a->lock);
+	a->probe_cpu_ns += (uint64_t)probe_ns;
+	a->target_cpu_ns += r1->cpu - r0->cpu;
+	a->tool_cpu_ns += r1->tool - r0->tool;
+	/* An idle target: a millisecond of CPU per second as the reference. */
+	a->last_overhead = (probe_ns + tool_ns) / (own_ns > 1e6 ? own_ns : 1e6);
+	if (a->nlog)
+		a->log[a->nlog - 1].est_overhead = a->last_overhead;
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* An epoch always armed: the probes go in once and stay. Returns the armed time. */
+static int continuous_epoch(struct arming *a, uint64_t now, uint32_t *nwin, uint64_t *armed)
+{
+	if (!a->continuous) {
+		if (arm(a))
+			return a->error;
+		set_window(a, mono_ns(), UINT64_MAX, 1.0, mono_ns(), false);
+		a->continuous = true;
+		*nwin = 1;
+	}
+	*armed = (now / NSEC + 1) * NSEC - now;
+	return 0;
+}
+
+/* An epoch of windows, and a lean one when due. */
+static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, uint32_t *nwin,
+			  uint64_t *armed)
+{
+	struct duty_limits l = duty_limits_of(a);
+	uint64_t k;
+
+	if (a->continuous) {
+		disarm(a);
+		a->continuous = false;
+	}
+	k = duty_windows(&l, a->duty, a->own_ns_per_s);
+	if (run_windows(a, epoch * NSEC, a->duty, k, nwin, armed))
+		return a->error;
+	if (lean_due(a, nepochs) &&
+	    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
+		return a->error;
+	return 0;
+}
+
 static void *arming_thread(void *arg)
 {
 	struct arming *a = arg;
-	uint64_t hits0 = counter(a, D9_CNT_HITS), xol0 = counter(a, D9_CNT_HITS_XOL);
-	uint64_t elig0 = counter(a, D9_CNT_ELIGIBLE), capture0 = counter(a, D9_CNT_CAPTURE_NS);
-	uint64_t cpu0 = target_cpu_ns(a->t->pid), armed_prev = 0, tool0 = process_cpu_ns();
+	struct reading r0, r1;
+	uint64_t armed_prev = 0, nepochs = 0;
 	uint32_t nwin_prev = 0;
-	uint64_t nepochs = 0;
 	struct sched_param sp = {.sched_priority = 1};
 
 	/* The probes stay in place, and every hit is paid, from the planned end of a window
@@ -775,93 +801,31 @@ static void *arming_thread(void *arg)
 	a->realtime = !pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
 	/* Capabilities are per thread: this one gives up what the main thread gives up. */
 	privs_drop(PRIVS_LOOP);
+	read_counters(a, &r0);
 
 	while (!a->stop) {
-		uint64_t now = mono_ns(), epoch = now / NSEC, hits, xol, cpu, tool, armed = 0, k;
-		uint64_t elig, capture;
-		double overhead, duty, probe_ns, own_ns, tool_ns, tool_other_ns, need;
+		uint64_t now = mono_ns(), epoch = now / NSEC, armed = 0;
 		uint32_t nwin = 0;
-		bool by_samples;
+		bool by_samples, continuous;
+		int err;
 
 		update_bpf_run_ns(a);
-		hits = counter(a, D9_CNT_HITS);
-		xol = counter(a, D9_CNT_HITS_XOL);
-		elig = counter(a, D9_CNT_ELIGIBLE);
-		cpu = target_cpu_ns(a->t->pid);
-		tool = process_cpu_ns();
-		capture = counter(a, D9_CNT_CAPTURE_NS);
-		probe_ns = probe_cpu(a, hits - hits0, xol - xol0,
-				     capture >= capture0 ? capture - capture0 : 0);
-		own_ns = (double)(cpu - cpu0) - probe_ns;
-		/* An idle target: a millisecond of CPU per second as the reference. */
-		if (own_ns < 1e6)
-			own_ns = 1e6;
-		tool_ns = (double)(tool - tool0);
-		tool_other_ns = tool_ns - nwin_prev * a->window_cpu_ns;
-		if (tool_other_ns < 0)
-			tool_other_ns = 0;
-		overhead = (probe_ns + tool_ns) / own_ns;
-		duty = next_duty(a, probe_ns, own_ns, armed_prev, tool_other_ns);
-		need = duty_for_samples(a, elig - elig0, armed_prev, epoch);
-		by_samples = need < duty;
-		if (by_samples)
-			duty = need;
-		pthread_mutex_lock(&a->lock);
-		a->probe_cpu_ns += (uint64_t)probe_ns;
-		a->target_cpu_ns += cpu - cpu0;
-		a->tool_cpu_ns += tool - tool0;
-		a->last_overhead = overhead;
-		if (a->nlog)
-			a->log[a->nlog - 1].est_overhead = overhead;
-		pthread_mutex_unlock(&a->lock);
-		hits0 = hits;
-		xol0 = xol;
-		elig0 = elig;
-		capture0 = capture;
-		cpu0 = cpu;
-		tool0 = tool;
-		a->kept_max_rate = KEPT_BUDGET_SHARE * a->budget * own_ns / arming_hit_cost_ns(a);
-		a->duty = duty < MIN_DUTY ? MIN_DUTY : duty >= CONTINUOUS_DUTY ? 1.0 : duty;
-		if (a->budget >= 1.0)
-			a->duty = 1.0;
-
-		if (a->duty >= 1.0) {
-			if (!a->continuous) {
-				if (arm(a))
-					break;
-				set_window(a, mono_ns(), UINT64_MAX, 1.0, mono_ns(), false);
-				a->continuous = true;
-				nwin = 1;
-			}
-			armed = (epoch + 1) * NSEC - now;
-			pthread_mutex_lock(&a->lock);
-			log_epoch(a, epoch, nwin, armed, 0, by_samples);
-			a->armed_ns += armed;
-			a->windows += nwin;
-			pthread_mutex_unlock(&a->lock);
-			sleep_until(a, (epoch + 1) * NSEC);
-			armed_prev = armed;
-			nwin_prev = 0;
-			continue;
-		}
-		if (a->continuous) {
-			disarm(a);
-			a->continuous = false;
-		}
-		k = windows_for(a, a->duty, a->budget * own_ns);
-		if (run_windows(a, epoch * NSEC, a->duty, k, &nwin, &armed))
+		read_counters(a, &r1);
+		plan_epoch(a, &r0, &r1, armed_prev, nwin_prev, epoch, &by_samples);
+		r0 = r1;
+		continuous = a->duty >= 1.0;
+		err = continuous ? continuous_epoch(a, now, &nwin, &armed)
+				 : windowed_epoch(a, epoch, nepochs++, &nwin, &armed);
+		if (err)
 			break;
-		if (lean_due(a, nepochs) &&
-		    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
-			break;
-		nepochs++;
 		pthread_mutex_lock(&a->lock);
 		log_epoch(a, epoch, nwin, armed, 0, by_samples);
 		a->armed_ns += armed;
 		a->windows += nwin;
 		pthread_mutex_unlock(&a->lock);
 		armed_prev = armed;
-		nwin_prev = nwin;
+		/* Always armed, no window was made: the tool's CPU is all "other". */
+		nwin_prev = continuous ? 0 : nwin;
 		sleep_until(a, (epoch + 1) * NSEC);
 	}
 	disarm(a);
@@ -888,7 +852,7 @@ int arming_start(struct arming *a)
 	    ring_buffer__new(bpf_map__fd(a->skel->maps.kept_alarm), on_kept_alarm, a, NULL);
 	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
 	a->rng |= 1;
-	a->duty = a->budget >= 1.0 ? 1.0 : INITIAL_DUTY;
+	a->duty = a->budget >= 1.0 ? 1.0 : DUTY_INITIAL;
 	/* Every attachment of the run is of the caller's kind (a->links). */
 	a->kept.multi = a->hold.multi = a->links.multi;
 	/* Without it (per-offset links, or the kernel refused), windows make their uprobes. */

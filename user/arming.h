@@ -62,6 +62,7 @@
 #include <stdint.h>
 #include "attach.h"
 #include "calibrate.h"
+#include "duty.h"
 
 struct sampler_bpf;
 struct target;
@@ -107,6 +108,8 @@ struct arming {
 	bool continuous;		/* always armed this epoch: the gate stays open */
 	uint64_t generation;
 	double duty;
+	struct duty_state plan; /* what the last epochs cost (duty.c) */
+	double own_ns_per_s;	/* the target's own CPU per second, last epoch */
 	uint64_t rng;
 	int stats_fd; /* keeps the kernel's BPF run-time statistics on */
 	uint64_t run_time0, run_cnt0, capture0;

@@ -454,6 +454,12 @@ int main(int argc, char **argv)
 				"same executable will not stop the run\n",
 				strerror(errno));
 	}
+	/* Open every mapped file now, while the target lives: build ids and symbols of
+	 * libraries no sample hit yet stay available if it exits before the end. Before the
+	 * arming thread starts, whose first epoch would count this one-time work against the
+	 * budget and cut the duty it plans. */
+	for (size_t it = 0; !err && !symbolizer_next_module(sym, &it, &(struct sym_module){});)
+		;
 	if (!err) {
 		arm.skel = skel;
 		arm.t = t;
@@ -472,10 +478,6 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	run.attach_ms = (now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
-	/* Open every mapped file now, while the target lives: build ids and symbols of
-	 * libraries no sample hit yet stay available if it exits before the end. */
-	for (size_t it = 0; !symbolizer_next_module(sym, &it, &(struct sym_module){});)
-		;
 	if (privs_drop(PRIVS_LOOP) && o.verbose)
 		fprintf(stderr, "dial9-bpf: failed to drop capabilities: %s\n", strerror(errno));
 	run.probes_attached = links.probes + t->count[PROBE_POLL] + t->count[PROBE_DEALLOC] +

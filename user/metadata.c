@@ -44,6 +44,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_RET_HITS] = "park_return_hits",
     [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
     [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
+    [D9_CNT_GATE_HITS] = "probe_hits_in_gate",
 };
 
 /* The workers' detection method when they share one, else "mixed". */

@@ -66,7 +66,7 @@ static const struct argp_option argp_opts[] = {
     {"duration", 'd', "SECS", 0, "Stop after SECS seconds (default: until Ctrl-C)", 0},
     {"output", 'o', "DIR", 0, "Output directory (default: dial9-out)", 0},
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
-    {"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 2 x hz)", 0},
+    {"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 4 x hz)", 0},
     {"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},
     {"overhead-budget", OPT_OVERHEAD, "PCT", 0,
      "Max share of the target's CPU that probe hits and this tool may cost; probes are "
@@ -319,6 +319,6 @@ int options_parse(int argc, char **argv, struct options *o)
 	if (err)
 		return 2;
 	if (!o->cap_burst)
-		o->cap_burst = 2 * o->per_worker_hz;
+		o->cap_burst = 4 * o->per_worker_hz;
 	return 0;
 }

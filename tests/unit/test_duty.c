@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The arming schedule's arithmetic: duty from measured costs, windows per second, need. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include "duty.h"
+
+static const struct duty_limits limits = {
+    .budget = 0.01,
+    .window_cpu_ns = 1e6,
+    .window_wall_ns = 2e6,
+    .settle_ns = 250e3,
+    .min_window_ns = 20e6,
+    .window_share = 0.25,
+};
+
+/* One second, 1 s of target CPU, 5 ms armed costing 2 ms of hits. */
+static struct duty_epoch epoch_of(double armed_ms, double probe_ms, double other_ms)
+{
+	return (struct duty_epoch){.wall_ns = 1e9,
+				   .armed_ns = armed_ms * 1e6,
+				   .probe_ns = probe_ms * 1e6,
+				   .hits = 1000,
+				   .own_ns = 1e9,
+				   .tool_other_ns = other_ms * 1e6};
+}
+
+static void test_budget_duty(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3);
+	double d;
+
+	(void)state;
+	assert_true(duty_for_budget(&s, &limits, 0.005) == 0.005); /* nothing known yet */
+	duty_observe(&s, &e);
+	/* 10 ms budget - 3 ms other - one 1 ms window = 6 ms at 0.4 ms per armed ms. */
+	d = duty_for_budget(&s, &limits, 0.005);
+	assert_true(fabs(d - 0.015) < 1e-9);
+}
+
+/* A partial first epoch prices like a whole one: figures are per second. */
+static void test_partial_epoch(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3);
+
+	(void)state;
+	e.wall_ns = 0.3e9;
+	e.own_ns = 0.3e9;
+	e.tool_other_ns = 0.9e6;
+	duty_observe(&s, &e);
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.015) < 1e-9);
+}
+
+/* Hits outside the gate are a cost per second, not per armed second. */
+static void test_fixed_cost(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 0);
+
+	(void)state;
+	e.fixed_ns = 3e6;
+	duty_observe(&s, &e);
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.015) < 1e-9);
+}
+
+/* A dearer last epoch shrinks the duty at once; a cheaper one is averaged in. */
+static void test_shrink_at_once(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3);
+	double d;
+
+	(void)state;
+	duty_observe(&s, &e);
+	e = epoch_of(5, 4, 3);
+	duty_observe(&s, &e);
+	d = duty_for_budget(&s, &limits, 0.015);
+	assert_true(fabs(d - 0.0075) < 1e-9); /* 6 ms at 0.8 ms per armed ms */
+	e = epoch_of(5, 1, 3);
+	duty_observe(&s, &e);
+	d = duty_for_budget(&s, &limits, 0.0075);
+	/* Averaged: (2 x 0.5 x 0.5 + 4 x 0.5 + 1) / (5 x 1.75) ms per armed ms. */
+	assert_true(fabs(d - 6.0 / (3.5 / 8.75) / 1000) < 1e-9);
+}
+
+/* Few hits: growth is bounded, since a short window says little of a longer one. */
+static void test_thin_growth(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 0.01, 0);
+
+	(void)state;
+	e.hits = 5;
+	duty_observe(&s, &e);
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.02) < 1e-12);
+}
+
+/* Over budget before any probe: a negative duty, which must not wrap the window count. */
+static void test_negative_duty(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 50);
+
+	(void)state;
+	duty_observe(&s, &e);
+	assert_true(duty_for_budget(&s, &limits, 0.005) < 0);
+	assert_int_equal(duty_windows(&limits, -0.5, 1e9), 1);
+	assert_true(duty_clamp(-0.5, 0.01) == DUTY_MIN);
+}
+
+static void test_windows(void **state)
+{
+	(void)state;
+	/* 0.25 x 10 ms / 1 ms pays for 2; 20 ms at least each: 1% makes 0 -> 1. */
+	assert_int_equal(duty_windows(&limits, 0.01, 1e9), 1);
+	assert_int_equal(duty_windows(&limits, 0.05, 1e9), 2);
+	assert_int_equal(duty_windows(&limits, 0.2, 8e9), DUTY_MAX_WINDOWS);
+}
+
+static void test_need(void **state)
+{
+	(void)state;
+	assert_true(duty_transitions_needed(10) == 160);
+	assert_true(duty_transitions_needed(1) == 16);
+	assert_true(duty_transitions_needed(200) == 400);
+	/* 2 workers, 400 transitions in 10 ms armed: 20,000/s each; 160 wanted. */
+	assert_true(fabs(duty_for_samples(10, 400, 2, 10e6) - 0.008) < 1e-12);
+	assert_true(isinf(duty_for_samples(10, 0, 2, 10e6)));
+	assert_true(duty_clamp(0.6, 0.01) == 1.0);
+	assert_true(duty_clamp(0.001, 1.0) == 1.0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_budget_duty), cmocka_unit_test(test_partial_epoch),
+	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_shrink_at_once),
+	    cmocka_unit_test(test_thin_growth), cmocka_unit_test(test_negative_duty),
+	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_need),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

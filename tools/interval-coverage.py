@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Coverage of the 95% intervals: `tools/interval-coverage.py SEGMENTS SECONDS [ARGS]`.
+
+Starts build/demo-fp (`--mode mix`, 2 workers), profiles it once at the defaults (extra
+dial9-bpf ARGS after SECONDS, e.g. --per-worker-hz 50) for SEGMENTS x SECONDS seconds, cuts the
+run into SEGMENTS disjoint spans of SECONDS epochs and treats each as a run of its own: per
+demo task kind, the Horvitz-Thompson estimate over the span's clean epochs, its 95% interval
+with the armed windows as the drawn clusters (the design of docs/design.md; dial9-bpf report
+prints the same), and whether the demo's own count lies inside. Spans are seconds apart, so
+their estimates are close to independent: with a right interval, about 19 in 20 cover the
+truth. Root. D9_DEMO_ARGS adds arguments to the demo's.
+"""
+import math
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from harness import Demo, kind_of, read_metadata, read_samples, run_tool  # noqa: E402
+
+KINDS = ("cpu", "timer", "channel")
+
+
+def clean_epochs(meta, first, last):
+    """Epochs in [first, last] in which every active worker sampled whole, uncapped, calibrated."""
+    good = set(range(first, last + 1))
+    for w in meta["workers"]:
+        for e in w["epochs"]:
+            if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
+                good.discard(e["epoch"])
+    return good
+
+
+def windows_in(meta, epochs):
+    return sum(e["windows"] for e in meta["overhead"]["epochs"] if e["epoch"] in epochs)
+
+
+def interval(samples, m, kind):
+    """(estimate, half width of the 95% interval): clusters are windows; m windows in all, those
+    that drew nothing of this kind counting with a total of 0."""
+    z = {}
+    for i, s in enumerate(samples):
+        if kind_of(s) == kind:
+            c = s.get("window", ("alone", i))
+            z[c] = z.get(c, 0) + 1 / s["inclusion_probability"]
+    total = sum(z.values())
+    m = max(m, len(z))
+    if m < 2:
+        return total, math.nan
+    var = m / (m - 1) * (sum(v * v for v in z.values()) - total * total / m)
+    return total, 1.96 * math.sqrt(max(var, 0))
+
+
+def coverage(samples, meta, truth, nseg, secs):
+    """Per segment and kind: (estimate, half width, truth); segments with < 2 clean epochs
+    are left out."""
+    start = meta["sampling_started_at_ns"] // 10**9 + 1
+    rows = []
+    for k in range(nseg):
+        first, last = start + k * secs, start + (k + 1) * secs - 1
+        good = clean_epochs(meta, first, last) & set(truth)
+        if len(good) < 2:
+            continue
+        seg = [s for s in samples if s["epoch"] in good]
+        m = windows_in(meta, good)
+        row = {}
+        for kind in KINDS:
+            est, hw = interval(seg, m, kind)
+            row[kind] = (est, hw, sum(truth[e]["resumes"].get(kind, 0) for e in good))
+        rows.append(row)
+    return rows
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    nseg, secs, extra = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(), workers=2, mode="mix")
+    try:
+        d.wait_seconds(2)
+        out = tempfile.mkdtemp(prefix="d9-coverage-")
+        dur = nseg * secs + 2
+        rc, _, err = run_tool("--pid", d.pid, "--duration", dur, "--output", out, *extra,
+                              timeout=dur + 60, windows=True)
+        if rc:
+            sys.exit(f"dial9-bpf exited {rc}: {err[-800:]}")
+        d.wait_seconds(1)
+        rows = coverage(read_samples(out), read_metadata(out), d.seconds(), nseg, secs)
+    finally:
+        d.stop()
+    for kind in KINDS:
+        inside = sum(1 for r in rows if abs(r[kind][0] - r[kind][2]) <= r[kind][1])
+        ratios = sorted(r[kind][0] / r[kind][2] for r in rows if r[kind][2])
+        rel = sorted(r[kind][1] / r[kind][2] for r in rows if r[kind][2])
+        print(f"{kind}: truth inside the 95% interval in {inside} of {len(rows)} spans; "
+              f"est/truth median {ratios[len(ratios) // 2]:.2f} "
+              f"({ratios[0]:.2f}-{ratios[-1]:.2f}); half width median "
+              f"{100 * rel[len(rel) // 2]:.0f}% of the truth")
+    print(f"output {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <math.h>
+#include "duty.h"
+
+#define NSEC 1e9
+/* Hits an epoch's cost must rest on before the duty may grow past DUTY_GROWTH_THIN x: a
+ * window of a few polls says little about what a longer one costs. */
+#define DUTY_TRUSTED_HITS 200.0
+#define DUTY_GROWTH_THIN 4.0
+/* The first epoch's measurement replaces nothing; later ones are averaged in by this. */
+#define DUTY_DECAY 0.5
+
+void duty_observe(struct duty_state *s, const struct duty_epoch *e)
+{
+	double k = s->seeded ? DUTY_DECAY : 0.0;
+
+	if (e->wall_ns <= 0)
+		return;
+	s->wall = k * s->wall + e->wall_ns;
+	s->armed = k * s->armed + e->armed_ns;
+	s->probe = k * s->probe + e->probe_ns;
+	s->own = k * s->own + e->own_ns;
+	s->tool_other = k * s->tool_other + e->tool_other_ns;
+	s->fixed = k * s->fixed + e->fixed_ns;
+	s->hits = k * s->hits + (double)e->hits;
+	s->last_armed_cost = e->armed_ns > 0 ? e->probe_ns / (e->armed_ns / NSEC) : 0;
+	s->seeded = true;
+}
+
+/* The target's own CPU per second, with an idle target counted as a millisecond a second. */
+static double own_per_s(const struct duty_state *s)
+{
+	double own = s->wall > 0 ? s->own / (s->wall / NSEC) : 0;
+
+	return own < 1e6 ? 1e6 : own;
+}
+
+uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_per_s)
+{
+	double afford = l->window_cpu_ns > 0
+			    ? l->window_share * l->budget * own_ns_per_s / l->window_cpu_ns
+			    : 1;
+	uint64_t k = afford < 1			 ? 1
+		     : afford > DUTY_MAX_WINDOWS ? DUTY_MAX_WINDOWS
+						 : (uint64_t)afford;
+
+	if (!(duty > 0))
+		return 1;
+	if ((double)k > duty * NSEC / l->min_window_ns)
+		k = (uint64_t)(duty * NSEC / l->min_window_ns);
+	k = k < 1 ? 1 : k;
+	/* The windows, their attach and detach and the settling must fit in the second. */
+	while (k > 1 && (double)k * (duty * NSEC / (double)k + l->window_wall_ns + l->settle_ns) >
+			    0.8 * NSEC)
+		k--;
+	return k;
+}
+
+double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev)
+{
+	double own, avail, cost, duty;
+
+	if (!s->seeded || s->armed <= 0)
+		return prev;
+	cost = s->probe / (s->armed / NSEC);
+	if (s->last_armed_cost > cost)
+		cost = s->last_armed_cost;
+	if (cost <= 0)
+		return prev * DUTY_GROWTH_THIN; /* nothing hit the probes: arm more to learn */
+	own = own_per_s(s);
+	avail = l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC);
+	duty = (avail - l->window_cpu_ns) / cost;
+	duty = (avail - (double)duty_windows(l, duty, own) * l->window_cpu_ns) / cost;
+	if (s->hits < DUTY_TRUSTED_HITS && duty > DUTY_GROWTH_THIN * prev)
+		duty = DUTY_GROWTH_THIN * prev;
+	return duty;
+}
+
+double duty_transitions_needed(double hz)
+{
+	/* Up to 10 Hz, 16 transitions per sample (p <= 1/16): a worker-epoch's selections then
+	 * come from over a hundred transitions and the in-window count that sets p is steady.
+	 * Above, no fewer than at 10 Hz and at least 2 per sample (p <= 1/2): each transition
+	 * seen costs a few hits, against one capture per sample. */
+	double low = 16.0 * (hz < 10.0 ? hz : 10.0);
+
+	return low > 2.0 * hz ? low : 2.0 * hz;
+}
+
+double duty_for_samples(double hz, uint64_t eligible, uint32_t workers, double armed_ns)
+{
+	double per_worker_s;
+
+	if (hz <= 0 || armed_ns <= 0 || !eligible || !workers)
+		return HUGE_VAL;
+	per_worker_s = (double)eligible / workers / (armed_ns / NSEC);
+	return duty_transitions_needed(hz) / per_worker_s;
+}
+
+double duty_clamp(double duty, double budget)
+{
+	if (budget >= 1.0 || duty >= DUTY_CONTINUOUS)
+		return 1.0;
+	return duty < DUTY_MIN ? DUTY_MIN : duty;
+}
