@@ -2,15 +2,27 @@
 /*
  * Per-worker task sampler for Tokio, on uprobes.
  *
- * Probes: entry and return of every tokio::runtime::task::raw::poll instance (rdi = Header*),
- * raw::dealloc (a task freed inside its own poll must not be read at return), worker::run
- * (rdi = ArcInner<Worker>*, the logical worker identity) and park points (waker clone/wake and
- * leaf resource polls) where the stack of a parking task is captured.
+ * Programs:
+ *  - probe_entry: the entry uprobe of every armed probe, told apart by its cookie:
+ *    tokio::runtime::task::raw::poll (rdi = Header*), raw::dealloc (a task freed inside its
+ *    own poll must not be read when the poll ends), the worker's park (every poll of the
+ *    thread has ended), the wakers' wake (which task woke which) and park points (leaf
+ *    resource polls, yields) where the stack of a parking task is captured. On kernels without
+ *    uprobe sessions it also runs as the return probe of park points whose return value says
+ *    Ready or Pending. raw::poll has no return probe: a poll ends when the same thread enters
+ *    a poll at the same or a shallower stack depth, or parks (finish_frame).
+ *  - park_session: those park points in a uprobe session link (6.13+), so that only a
+ *    selected poll's call pays for the return.
+ *  - worker_run: the entry of worker::run (rdi = ArcInner<Worker>*, the logical worker).
+ *  - calib_probe: the loader's measurement of what one hit costs.
+ *  - target_exec: the target exec'd; the loader must stop.
+ *  - thread_regs: a task iterator giving each target thread's TLS base and sp, for workers
+ *    that entered worker::run before the attach (user/worker_tls.c).
  *
  * Map design:
  *  - threads (LRU hash, key tid): the poll nesting stack of each thread. Only the owning thread
  *    touches its entry, so no locking. LRU so that dead threads age out under thread churn; an
- *    evicted live entry only costs the polls in flight (returns without an entry are ignored).
+ *    evicted live entry only costs the polls in flight.
  *  - tasks (LRU hash, key Header*): when the task last returned Pending. A resume is eligible
  *    only when this is known, which is dial9's "resume after Pending" transition.
  *  - workers (hash, key worker key): the sampler of each logical worker: epoch counts, the
@@ -18,10 +30,12 @@
  *    thread or CPU, because block_in_place moves a worker to another thread mid-epoch. Updates
  *    are plain read-modify-write: a worker runs on one thread at a time, and the rare race
  *    during a handoff costs at most a miscounted transition.
- *  - stacks (LRU hash, key tid): scratch for the stack captured at a park point until the poll
- *    returns. Per thread, not per CPU: the thread can migrate between the park and the return.
+ *  - stacks, raw_stacks (key tid): the frame-pointer stack and, for DWARF unwinding, the
+ *    registers and raw user stack captured at a selected poll's park point, until the poll
+ *    ends. Per thread, not per CPU: the thread can migrate between the park and the end.
  *  - counters (per-CPU array): statistics only, summed by the loader.
  *  - events (ring buffer): samples, closed epochs and worker bindings, in order per CPU.
+ *  - kept_alarm (ring buffer): the first hit on a kept probe between windows.
  *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
  *  - tls_workers (hash, key tid): the worker key of threads that ran worker::run before the
  *    attach, found by the loader in Tokio's thread-local context (user/worker_tls.c); read
@@ -29,7 +43,7 @@
  *
  * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
  * "known" and its later polls are eligible transitions even when the probes were detached in
- * between (armed windows); only the idle interval needs the previous return to be observed.
+ * between (armed windows); only the idle interval needs the previous Pending to be observed.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
