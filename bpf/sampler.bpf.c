@@ -83,7 +83,7 @@ const volatile __u64 pidns_ino = 0;
 const volatile __u32 raw_stack_bytes = 0;
 /* BPF_RB_NO_WAKEUP: the loader reads the ring on its own schedule, outside armed windows.
  * A wakeup per record would run the loader, on a core a worker needs, while the window is
- * open: with 2 busy workers on 2 cores that halved the CPU-bound tasks' poll rate inside
+ * open: with 2 busy workers on 2 cores that halves the CPU-bound tasks' poll rate inside
  * windows, and every estimate built on it. */
 const volatile __u64 rb_flags = 0;
 
@@ -406,10 +406,10 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	 * high epochs, nothing fills the low ones). So the expected count comes from a running
 	 * average of counts at full coverage, through the current duty. Weighted 1/4 to the last
 	 * epoch: hz over a noisy average is high on average (1/x is convex), and with the mix
-	 * demo's bursty windows a weight of 1/2 delivered 116-121% of hz once the cap no longer
-	 * trimmed it; 1/4 delivered 99-102%. The calibrating epoch's count only seeds it: made
-	 * with no captures, it runs ~30% high at 99 Hz, where windows capture every other
-	 * transition, and a 1/4 weight took seconds to wash it out. The first sampled epoch
+	 * demo's bursty windows a weight of 1/2 delivers 116-121% of hz where the cap does not
+	 * trim it, 1/4 99-102%. The calibrating epoch's count only seeds it: made with no
+	 * captures, it runs ~30% high at 99 Hz, where windows capture every other transition,
+	 * and a 1/4 weight would take seconds to wash it out. So the first sampled epoch
 	 * replaces it, the next is averaged in by half, then 1/4. */
 	if (duty < D9_PROB_ONE) {
 		if (consecutive && ws->duty) {
@@ -468,7 +468,7 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
  * refilled whole at each epoch (epoch_roll), so it caps an epoch at the burst (2 x hz by
  * default). An epoch's selections all come in its windows, a few ms of the second, ~hz of them
  * by design: a bucket refilled at hz then hovers near empty (its level is a random walk with
- * no drift), and 10-30% of worker-epochs at the defaults were capped on the hot demo, each
+ * no drift), and would cap 10-30% of worker-epochs at the defaults on the hot demo, each
  * one lost to unbiased estimates, whether refilled with time or by hz per epoch.
  */
 static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now, bool windowed)

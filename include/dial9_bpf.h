@@ -232,8 +232,9 @@ struct d9_gate_time {
 	 * there, with or without probes, so that time is not the tasks' useful time. */
 	__u64 wait_ns;
 	/* Time the program spent capturing the selected polls' stacks and writing their
-	 * samples (~9 us each on the project's VM), in neither busy_ns nor idle_ns: lost to the
-	 * tasks like the hits, but per sample, not per hit, so kept apart from the hits' cost. */
+	 * samples (~9 us each on the demo, bench/RESULTS.md), in neither busy_ns nor idle_ns:
+	 * lost to the tasks like the hits, but per sample, not per hit, so kept apart from the
+	 * hits' cost. */
 	__u64 capture_ns;
 	/* In-window resumes of tasks woken by another task's poll whose previous return was
 	 * seen on this thread: their idle intervals, the part of those since their wake chain
