@@ -167,7 +167,7 @@ fuzz-regress: $(FUZZ_BINS)
 $(BUILD)/bench-writers: tools/bench-writers.c $(LIB_OBJS)
 	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
 
-# Writer throughput and peak memory: bench/RESULTS.md, "Writer throughput". BENCH_ARGS=-h lists
+# Writer throughput and peak memory: bench/RESULTS.md, "Writers". BENCH_ARGS=-h lists
 # the options.
 bench-writers: $(BUILD)/bench-writers
 	$(BUILD)/bench-writers $(BENCH_ARGS)
@@ -175,8 +175,9 @@ bench-writers: $(BUILD)/bench-writers
 .PHONY: fuzz fuzz-regress bench-writers
 
 # Target overhead of dial9-bpf vs perf record on the demo, interleaved with unprofiled segments:
-# bench/RESULTS.md, "Overhead", and bench/overhead-vs-hz.png. Root; about 10 minutes. The plot
-# needs Debian's python3-matplotlib, hence /usr/bin/python3. BENCH_ARGS=-h lists the options.
+# bench/RESULTS.md, "Overhead on the target", and bench/overhead-vs-hz.png. Root; about 10
+# minutes (15 with BENCH_ARGS="--seg 10"). The plot needs Debian's python3-matplotlib, hence
+# /usr/bin/python3. BENCH_ARGS=-h lists the options.
 bench-overhead: $(BUILD)/dial9-bpf $(BUILD)/demo-fp
 	@dpkg -s python3-matplotlib >/dev/null 2>&1 || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null

@@ -2,15 +2,27 @@
 /*
  * Per-worker task sampler for Tokio, on uprobes.
  *
- * Probes: entry and return of every tokio::runtime::task::raw::poll instance (rdi = Header*),
- * raw::dealloc (a task freed inside its own poll must not be read at return), worker::run
- * (rdi = ArcInner<Worker>*, the logical worker identity) and park points (waker clone/wake and
- * leaf resource polls) where the stack of a parking task is captured.
+ * Programs:
+ *  - probe_entry: the entry uprobe of every armed probe, told apart by its cookie:
+ *    tokio::runtime::task::raw::poll (rdi = Header*), raw::dealloc (a task freed inside its
+ *    own poll must not be read when the poll ends), the worker's park (every poll of the
+ *    thread has ended), the wakers' wake (which task woke which) and park points (leaf
+ *    resource polls, yields) where the stack of a parking task is captured. On kernels without
+ *    uprobe sessions it also runs as the return probe of park points whose return value says
+ *    Ready or Pending. raw::poll has no return probe: a poll ends when the same thread enters
+ *    a poll at the same or a shallower stack depth, or parks (finish_frame).
+ *  - park_session: those park points in a uprobe session link (6.13+), so that only a
+ *    selected poll's call pays for the return.
+ *  - worker_run: the entry of worker::run (rdi = ArcInner<Worker>*, the logical worker).
+ *  - calib_probe: the loader's measurement of what one hit costs.
+ *  - target_exec: the target exec'd; the loader must stop.
+ *  - thread_regs: a task iterator giving each target thread's TLS base and sp, for workers
+ *    that entered worker::run before the attach (user/worker_tls.c).
  *
  * Map design:
  *  - threads (LRU hash, key tid): the poll nesting stack of each thread. Only the owning thread
  *    touches its entry, so no locking. LRU so that dead threads age out under thread churn; an
- *    evicted live entry only costs the polls in flight (returns without an entry are ignored).
+ *    evicted live entry only costs the polls in flight.
  *  - tasks (LRU hash, key Header*): when the task last returned Pending. A resume is eligible
  *    only when this is known, which is dial9's "resume after Pending" transition.
  *  - workers (hash, key worker key): the sampler of each logical worker: epoch counts, the
@@ -18,10 +30,12 @@
  *    thread or CPU, because block_in_place moves a worker to another thread mid-epoch. Updates
  *    are plain read-modify-write: a worker runs on one thread at a time, and the rare race
  *    during a handoff costs at most a miscounted transition.
- *  - stacks (LRU hash, key tid): scratch for the stack captured at a park point until the poll
- *    returns. Per thread, not per CPU: the thread can migrate between the park and the return.
+ *  - stacks, raw_stacks (key tid): the frame-pointer stack and, for DWARF unwinding, the
+ *    registers and raw user stack captured at a selected poll's park point, until the poll
+ *    ends. Per thread, not per CPU: the thread can migrate between the park and the end.
  *  - counters (per-CPU array): statistics only, summed by the loader.
  *  - events (ring buffer): samples, closed epochs and worker bindings, in order per CPU.
+ *  - kept_alarm (ring buffer): the first hit on a kept probe between windows.
  *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
  *  - tls_workers (hash, key tid): the worker key of threads that ran worker::run before the
  *    attach, found by the loader in Tokio's thread-local context (user/worker_tls.c); read
@@ -29,7 +43,7 @@
  *
  * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
  * "known" and its later polls are eligible transitions even when the probes were detached in
- * between (armed windows); only the idle interval needs the previous return to be observed.
+ * between (armed windows); only the idle interval needs the previous Pending to be observed.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -69,7 +83,7 @@ const volatile __u64 pidns_ino = 0;
 const volatile __u32 raw_stack_bytes = 0;
 /* BPF_RB_NO_WAKEUP: the loader reads the ring on its own schedule, outside armed windows.
  * A wakeup per record would run the loader, on a core a worker needs, while the window is
- * open: with 2 busy workers on 2 cores that halved the CPU-bound tasks' poll rate inside
+ * open: with 2 busy workers on 2 cores that halves the CPU-bound tasks' poll rate inside
  * windows, and every estimate built on it. */
 const volatile __u64 rb_flags = 0;
 
@@ -392,10 +406,10 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	 * high epochs, nothing fills the low ones). So the expected count comes from a running
 	 * average of counts at full coverage, through the current duty. Weighted 1/4 to the last
 	 * epoch: hz over a noisy average is high on average (1/x is convex), and with the mix
-	 * demo's bursty windows a weight of 1/2 delivered 116-121% of hz once the cap no longer
-	 * trimmed it; 1/4 delivered 99-102%. The calibrating epoch's count only seeds it: made
-	 * with no captures, it runs ~30% high at 99 Hz, where windows capture every other
-	 * transition, and a 1/4 weight took seconds to wash it out. The first sampled epoch
+	 * demo's bursty windows a weight of 1/2 delivers 116-121% of hz where the cap does not
+	 * trim it, 1/4 99-102%. The calibrating epoch's count only seeds it: made with no
+	 * captures, it runs ~30% high at 99 Hz, where windows capture every other transition,
+	 * and a 1/4 weight would take seconds to wash it out. So the first sampled epoch
 	 * replaces it, the next is averaged in by half, then 1/4. */
 	if (duty < D9_PROB_ONE) {
 		/* A worker seen in no window for a while (more threads than CPUs: a window of a
@@ -461,7 +475,7 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
  * refilled whole at each epoch (epoch_roll), so it caps an epoch at the burst (2 x hz by
  * default). An epoch's selections all come in its windows, a few ms of the second, ~hz of them
  * by design: a bucket refilled at hz then hovers near empty (its level is a random walk with
- * no drift), and 10-30% of worker-epochs at the defaults were capped on the hot demo, each
+ * no drift), and would cap 10-30% of worker-epochs at the defaults on the hot demo, each
  * one lost to unbiased estimates, whether refilled with time or by hz per epoch.
  */
 static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now, bool windowed)

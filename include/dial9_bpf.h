@@ -83,10 +83,11 @@ enum d9_sample_flags {
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
- * entry program serves every entry probe so that arming is two links (entry, return). */
+ * program (probe_entry) serves every armed probe, told apart by its cookie, so that probes of
+ * any kinds can share a link and be grouped by how often they are hit (user/attach.c). */
 #define D9_COOKIE(kind, park) (((kind) << 8) | (park))
 /* Set when the probed instruction cannot be emulated and is single-stepped: a second trap,
- * about twice the cost of a hit on a "push" the kernel emulates. */
+ * several times the cost of a hit on a "push" the kernel emulates (user/calibrate.c). */
 #define D9_COOKIE_XOL (1ULL << 16)
 /* Set when the probe sits at the entry of a function the probe point calls: the stack is
  * its caller's, one return away (see move_yield_to_pending_path in user/target.c). */
@@ -94,7 +95,8 @@ enum d9_sample_flags {
 /* Set on a park point whose outcome is read at its return (park_outcome[] in the program):
  * the entry leaves the decision, and the stack, to the return probe. */
 #define D9_COOKIE_AT_RETURN (1ULL << 18)
-/* The cookie of the return probe of such a park point (same program, its own link). */
+/* The cookie of the return probe of such a park point on kernels without uprobe sessions
+ * (same program, its own link). */
 #define D9_COOKIE_RETURN (1ULL << 19)
 #define D9_COOKIE_KIND(c) (((c) >> 8) & 0xff)
 #define D9_COOKIE_PARK(c) ((c)&0xff)
@@ -124,7 +126,8 @@ struct d9_arming {
 	__u64 duty; /* D9_PROB_ONE = always armed */
 	__u64 armed_since;
 	/* Bumped at every attach: a thread's poll nesting seen in an earlier arming is stale
-	 * (returns of polls entered then no longer fire), so it restarts from zero. */
+	 * (the events that ended polls entered then came while the probes were out), so it
+	 * restarts from zero. */
 	__u64 generation;
 	/* A measuring window (arming.c): the park-point probes are left out and nothing is
 	 * sampled; its busy time and hits per poll, against the sampling windows', give what a
@@ -232,8 +235,9 @@ struct d9_gate_time {
 	 * there, with or without probes, so that time is not the tasks' useful time. */
 	__u64 wait_ns;
 	/* Time the program spent capturing the selected polls' stacks and writing their
-	 * samples (~9 us each on the project's VM), in neither busy_ns nor idle_ns: lost to the
-	 * tasks like the hits, but per sample, not per hit, so kept apart from the hits' cost. */
+	 * samples (~9 us each on the demo, bench/RESULTS.md), in neither busy_ns nor idle_ns:
+	 * lost to the tasks like the hits, but per sample, not per hit, so kept apart from the
+	 * hits' cost. */
 	__u64 capture_ns;
 	/* In-window resumes of tasks woken by another task's poll whose previous return was
 	 * seen on this thread: their idle intervals, the part of those since their wake chain

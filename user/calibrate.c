@@ -105,7 +105,7 @@ int calibrate_probe_cost(struct sampler_bpf *skel, bool multi, bool need_xol,
 	double push, xol;
 	int err;
 
-	/* Conservative defaults, of the order measured on this project's VMs. */
+	/* Conservative defaults, of the order of a hit on the VMs in bench/RESULTS.md. */
 	cost->entry_ns = 3000;
 	cost->xol_ns = 6000;
 	cost->measured = false;

@@ -203,11 +203,11 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
  * polls (gate.clock_ns) and the CPU-limited polls' own hits: factor = useful / (useful +
  * lost). Time the worker's thread waited for a CPU while other threads ran (gate.wait_ns,
  * the kernel's run_delay) is in none of these: it is lost with or without probes, and counted
- * as useful it made the factor too high. Stack captures and sample writes (gate.capture_ns,
+ * as useful it would make the factor too high. Stack captures and sample writes (gate.capture_ns,
  * measured by the program) are lost time too, per sample rather than per hit. On the mix demo,
  * whose block_in_place thread keeps a third thread busy on two cores, workers wait 10-17% of the
- * time; in runs whose windows met such waits, CPU-bound estimates came out 0.07-0.09 higher with
- * them left out. Windowed inclusion probabilities of yielded tasks are multiplied by the factor, so
+ * time; where windows meet such waits, leaving them out raises CPU-bound estimates by
+ * 0.07-0.09. Windowed inclusion probabilities of yielded tasks are multiplied by the factor, so
  * that estimates are of the target as it runs without probes. One factor per worker per epoch: it
  * assumes the CPU-limited tasks share the loss as they share the worker, and a task that the
  * cooperative budget forces to yield through a resource (no yield_now) counts as clock-driven.
@@ -419,7 +419,7 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
  * none has any: one epoch has few whole waits); 1 when no wait was seen whole. The worker's s
  * does not serve here: it prices the hits of a yielding task's own polls, and a chain of tiny
  * polls is slowed far more (on a 1-worker runtime with a producer paced by a 1 ms sleep,
- * channel tasks came out at 0.51-0.65 of their count uncorrected, at 2-4 corrected by s).
+ * channel tasks are estimated at 0.51-0.65 of their count uncorrected, at 2-4 corrected by s).
  */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
 			      double hit_cost_ns)

@@ -8,7 +8,6 @@
 #include "options.h"
 
 const char *argp_program_version = "dial9-bpf " DIAL9_VERSION;
-const char *argp_program_bug_address = "<https://github.com/dial9-rs/dial9-bpf/issues>";
 
 static const char doc[] =
     "Sample where the tasks of a running Tokio process run and park, under per-worker budgets.\n"

@@ -142,13 +142,12 @@ def estimation_with_default_windows():
     within 25%, CPU-bound tasks within 0.4-2.0, all together within 50%. Inside windows the
     probes slow a saturated worker; the correction (user/collector.c, collector_slowdown) gives the
     lost time back to the tasks that resumed from a yield and leaves the clock- and
-    event-driven ones alone: measured timers 0.93-1.06, channels 0.81-1.02 (before: up to
-    1.97). The CPU-bound factor rests on the calibrated cost of a hit, a small error in which
-    is a large one in the factor: measured 0.50-1.16 over eight runs, hence the wide bound
-    (the known limit in bench/RESULTS.md); 0.86-1.17 in five runs since stack captures are
-    timed apart and the hit's cost is measured on one kind of poll (session 6). 20 s: with one window a second, whether it lands in
-    the demo's block_in_place phases (200 ms in every 500, three busy threads on two cores)
-    spreads 10 s runs widely (CPU-bound 0.45-1.19, all kinds moving together)."""
+    event-driven ones alone, which a single factor for every sample would overcount about
+    twofold. The CPU-bound factor rests on the measured cost of a hit, a small error in which
+    is a large one in the factor, hence the wide bound (bench/RESULTS.md, "Sampling and
+    estimates"). 20 s: with one window a second, whether windows land in the demo's
+    block_in_place phases (200 ms in every 500, three busy threads on two cores) moves every
+    kind together, and 10 s runs spread too widely for these bounds."""
     _, samples, meta, _ = profiled(400, duration=20)
     assert meta["overhead"]["mode"] == "armed_windows", meta["overhead"]["mode"]
     nepochs, kinds = estimate_vs_truth(samples, meta)

@@ -66,8 +66,8 @@ def windows_bound_probe_cost():
     per_hit = (always - before) / (cnt["probe_hits"] / cnt["polls"])
     cost = ovh["probe_hit_cost_ns"]
     assert cost["in_target"] is not None and cost["lean_windows"] >= 2, cost
-    # Within 30%: measured -20% to +17% over the sessions' runs (two runs a few seconds
-    # apart, on a VM whose trap cost drifts by as much between minutes).
+    # Within 30%: the two figures come from runs a few seconds apart, and a VM's trap cost
+    # drifts by 20-30% between minutes.
     assert abs(cost["in_target"] - per_hit) <= 0.30 * per_hit, \
         f"hit cost in target {cost['in_target']:.0f} ns, always armed {per_hit:.0f} ns per hit"
     return (f"hit: {cost['in_target']:.0f} ns measured in windows, {per_hit:.0f} ns always "
@@ -82,10 +82,9 @@ def windows_bound_probe_cost():
 @test
 def captures_kept_out_of_hit_cost():
     """At 99 samples per worker-second a window captures a stack for about one transition in
-    two (~9 us each, the program measures them). Counted in the busy time they priced each
-    hit 35% high (8.2 us against 6.1 us always armed): hits x that cost overstated the budget's
-    spend and the in-window correction. Now their time is left out, and the polls near them
-    are left out of the measurement."""
+    two (~9 us each, the program measures them). Counted in the busy time they would price
+    each hit about a third high, and hits x that cost would overstate the budget's spend and
+    the in-window correction. So their time is left out, and so are the polls near them."""
     r = hot_runs()
     cnt = r["ameta"]["counters"]
     per_hit = (r["always"] - r["before"]) / (cnt["probe_hits"] / cnt["polls"])
@@ -96,12 +95,12 @@ def captures_kept_out_of_hit_cost():
     assert written >= 300, f"only {written} samples at 99 Hz"
     # The cost in use: measured in the windows, or (too few polls away from captures in a
     # short run) the calibration's.
-    # The program's own time per hit, captures left out, depends little on the rate: with
-    # them it read 2264 ns at 99 Hz against ~450 ns at 10 Hz (x5). Unlike the trap's cost,
-    # which drifts by 20-30% between minutes on a VM, it is a steady figure to compare. Since
-    # the 0.05% duty floor, 10 Hz windows on the hot demo are ~1 ms, and the settle's and
-    # removal's hits, which take the program's short path, are likely a larger share than
-    # at 99 Hz: 205-330 ns at 10 Hz against ~320 at 99 Hz.
+    # The program's own time per hit, captures left out, depends little on the rate; with
+    # them counted in it, 99 Hz would read about five times 10 Hz. Unlike the trap's cost,
+    # which drifts by 20-30% between minutes on a VM, it is a steady figure to compare. At
+    # 10 Hz the hot demo's windows are ~1 ms (the 0.05% duty floor), so the settle's and
+    # removal's hits, which take the program's short path, are a larger share than at 99 Hz,
+    # hence the ratio's slack.
     run10 = r["meta"]["overhead"]["probe_hit_cost_ns"]["program_run"]
     assert cost["program_run"] <= 2.5 * run10, \
         f"program per hit {cost['program_run']:.0f} ns at 99 Hz, {run10:.0f} ns at 10 Hz"
@@ -122,8 +121,8 @@ def yield_probed_on_its_pending_path():
     ameta = r["ameta"]
     yields = [p for p in ameta["probes"]["symbols"] if "YieldNow" in p["name"]]
     assert yields and all(p.get("pending_path_only") for p in yields), yields
-    # A hot demo task yields in every poll: raw::poll and one park-point hit. With the probe
-    # on YieldNow::poll's entry, its Ready return on the resume was a third hit (3.25 a poll).
+    # A hot demo task yields in every poll: raw::poll and one park-point hit. A probe on
+    # YieldNow::poll's entry would also be hit by its Ready return on the resume (3.25 a poll).
     cnt = ameta["counters"]
     per_poll = cnt["probe_hits"] / cnt["polls"]
     assert per_poll < 2.6, f"{per_poll:.2f} hits per poll always armed"
@@ -142,16 +141,16 @@ def yield_probed_on_its_pending_path():
 @test
 def windows_sized_by_samples_at_99hz():
     """At 99 Hz the windows need see only 2 eligible transitions per sample (16 up to 10 Hz).
-    With 16 the duty they asked for was more than the 1% budget pays on the hot demo: every
-    epoch's duty was the budget's, and the tool estimated its cost at 1.03-1.16%; with 2,
-    0.81-0.97%, for as many samples."""
+    With 16 the duty they would ask for is more than the 1% budget pays on the hot demo, so
+    every epoch's duty would be the budget's and the tool would spend its whole budget; with
+    2, the samples set the duty in some epochs, for as many samples."""
     meta = hot_runs()["meta99"]
     epochs = meta["overhead"]["epochs"][2:]  # past the first windows, sized before any count
     by_samples = [e for e in epochs if e["duty_limit"] == "samples"]
     if not by_samples:
-        # Where a hit costs several us (traps of ~6 us here, against ~0.6 us on the machines
-        # this was first measured on), the budget cannot pay for 99 samples per worker-second:
-        # then the windows must keep to the budget, which is all that can be asked.
+        # Where a hit costs several us (traps of ~6 us on some machines, ~0.6 us on others),
+        # the budget cannot pay for 99 samples per worker-second: then the windows must keep
+        # to the budget, which is all that can be asked.
         est = meta["overhead"]["est_overhead_pct"]
         hit = meta["overhead"]["probe_hit_cost_ns"]["per_hit"]
         assert hit > 3000, f"every epoch's duty set by the budget with {hit} ns hits: " \
@@ -183,10 +182,10 @@ def windows_sized_by_samples_at_99hz():
 @test
 def cap_binds_only_at_the_burst_in_windows():
     """In windows an epoch's ~hz selections all come in a few ms, so the cap's bucket is
-    refilled whole at each epoch. Refilled at hz with time (or by hz per epoch) it sat near
-    empty, and 10-30% of worker-epochs at the defaults were capped with fewer selections than
-    the burst: those epochs are lost to unbiased estimates. Now a worker-epoch is capped only
-    when it wanted more than the burst."""
+    refilled whole at each epoch. Refilled at hz with time (or by hz per epoch) it would sit
+    near empty, and 10-30% of worker-epochs at the defaults would be capped with fewer
+    selections than the burst: epochs lost to unbiased estimates. So a worker-epoch is capped
+    only when it wanted more than the burst."""
     r = hot_runs()
     checked, capped = 0, []
     for meta in (r["meta"], r["meta99"]):

@@ -179,8 +179,8 @@ def unknown_release_said_in_one_line():
     assert got == ["worker_park", "yield"], meta["discovery"]
     samples = read_samples(out)
     parked = [s for s in samples if s["park_point"] == "resource_poll" and s["stack"]]
-    # Most of the mix demo's samples are yields, now without a park point: the timer and
-    # channel tasks' parks still come with stacks.
+    # Most of the mix demo's samples are yields, which here have no park point: the timer
+    # and channel tasks' parks still come with stacks.
     assert len(parked) >= 5, f"only {len(parked)} of {len(samples)} samples park with a stack"
     return line
 

@@ -569,8 +569,8 @@ static void test_vdso(void **state)
 	assert_non_null(u);
 	assert_non_null(s);
 	assert_int_equal(proc_maps_read(pid, &maps, &nmaps), 0);
-	/* 1000 tries missed the vDSO once in a fresh-clone CI run (after passing in every earlier
-	 * one); each try is a ptrace stop of ~0.1 ms, so 5000 still take well under a second. */
+	/* The thread is rarely stopped inside the vDSO, and 1000 tries can miss it; each try is a
+	 * ptrace stop of ~0.1 ms, so 5000 still take well under a second. */
 	for (int tries = 0; tries < 5000 && !in_vdso; tries++) {
 		if (grab_thread(pid, pid, &regs, stack, &len) != 0)
 			continue;
