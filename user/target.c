@@ -745,7 +745,48 @@ void target_discovery_json(FILE *f, const struct target *t)
 	fputc('}', f);
 }
 
-int target_open(int pid, struct target **out)
+/* The target's files beside its executable are read through /proc/PID/root when it lives in
+ * another mount namespace (a container); else by their own paths, which read better. */
+static void target_root(int pid, char *root, size_t size)
+{
+	struct stat theirs, ours;
+
+	snprintf(root, size, "/proc/%d/root", pid);
+	if (!stat(root, &theirs) && !stat("/", &ours) && theirs.st_dev == ours.st_dev &&
+	    theirs.st_ino == ours.st_ino)
+		root[0] = '\0';
+}
+
+/* A stripped executable: function symbols from its separate debug file. */
+static int load_debug_symbols(struct target *t, const struct debuginfo_opts *o)
+{
+	struct elf_file *dbg;
+	char root[32];
+	int err;
+
+	target_root(t->pid, root, sizeof(root));
+	err = debuginfo_find(t->elf, root, t->exe_path, o, &t->symbols);
+	if (err)
+		return err;
+	err = elf_file_open(t->symbols.path, &dbg);
+	if (err) {
+		fprintf(stderr,
+			"dial9-bpf: failed to read the debug file %s: %s: give a whole "
+			"one with --symbols\n",
+			t->symbols.path, err == -ENOEXEC ? "not a valid ELF file" : strerror(-err));
+		return err;
+	}
+	elf_file_take_syms(t->elf, dbg);
+	elf_file_close(dbg);
+	return 0;
+}
+
+const char *target_symbols_file(const struct target *t)
+{
+	return t->symbols.method == DEBUGINFO_SYMTAB ? t->exe_link : t->symbols.path;
+}
+
+int target_open(int pid, const struct debuginfo_opts *o, struct target **out)
 {
 	struct target *t = calloc(1, sizeof(*t));
 	int err;
@@ -774,13 +815,9 @@ int target_open(int pid, struct target **out)
 		goto fail;
 	}
 	if (!elf_file_has_symtab(t->elf)) {
-		fprintf(stderr,
-			"dial9-bpf: %s (pid %d) is stripped (no .symtab), so Tokio's poll "
-			"functions cannot be found: build it with `strip = false` (or keep a "
-			"copy with symbols) and restart it\n",
-			t->exe_path, pid);
-		err = -ENOENT;
-		goto fail;
+		err = load_debug_symbols(t, o);
+		if (err)
+			goto fail;
 	}
 	err = find_probes(t);
 	if (err) {
