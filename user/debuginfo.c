@@ -188,6 +188,10 @@ static int option_dir(struct search *s, const char *dir, const char *exe_name, c
 		if (try_candidate(s, path))
 			return found(out, DEBUGINFO_OPTION, path);
 	}
+	/* The debuglink is usually NAME.debug: name it once. */
+	if (link && snprintf(path, sizeof(path), "%s.debug", exe_name) < (int)sizeof(path) &&
+	    !strcmp(link, path))
+		link = NULL;
 	fprintf(stderr,
 		"dial9-bpf: --symbols %s holds no debug file with build id %s (looked for "
 		".build-id/%.2s/%s.debug, %s.debug, %s%s%s)%s: give the directory or file that "
@@ -278,9 +282,8 @@ static int by_debuginfod(struct search *s, struct debuginfo *out)
 	fd = debuginfod_find_debuginfo(c, s->id, (int)s->id_len, &path);
 	debuginfod_end(c);
 	if (fd < 0) {
-		snprintf(s->remote, sizeof(s->remote),
-			 "; debuginfod (%s) answered after %.1f s: %s", urls, mono_s() - t0,
-			 mono_s() > deadline ? "timed out" : strerror(-fd));
+		snprintf(s->remote, sizeof(s->remote), "; debuginfod (%s): %s after %.1f s", urls,
+			 mono_s() > deadline ? "timed out" : strerror(-fd), mono_s() - t0);
 		return -ENOENT;
 	}
 	close(fd);
