@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Finding a stripped executable's separate debug file: see debuginfo.h. */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,7 +24,20 @@ struct search {
 	const char *debug_dir;
 	char skipped[PATH_MAX + 128]; /* the last candidate refused, and why, for the message */
 	char remote[256];	      /* what debuginfod said, when it was asked */
+	bool quiet;
 };
+
+/* The one line of a failed search, unless the caller asked for none. */
+__attribute__((format(printf, 2, 3))) static void say(const struct search *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->quiet)
+		return;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
 
 const char *debuginfo_method_name(enum debuginfo_method m)
 {
@@ -151,10 +165,10 @@ static int option_file(struct search *s, const char *file, struct debuginfo *out
 	if (!err)
 		return found(out, DEBUGINFO_OPTION, file);
 	if (err != -EBADMSG) {
-		fprintf(stderr,
-			"dial9-bpf: failed to read --symbols %s: %s: give the ELF debug file of "
-			"the target's executable\n",
-			file, err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+		say(s,
+		    "dial9-bpf: failed to read --symbols %s: %s: give the ELF debug file of "
+		    "the target's executable\n",
+		    file, err == -ENOEXEC ? "not an ELF file" : strerror(-err));
 		return -ENOENT;
 	}
 	if (!elf_file_open(file, &ef)) {
@@ -163,10 +177,10 @@ static int option_file(struct search *s, const char *file, struct debuginfo *out
 			debuginfo_build_id_hex(id, len, hex);
 		elf_file_close(ef);
 	}
-	fprintf(stderr,
-		"dial9-bpf: --symbols %s is the debug file of another build (build id %s, the "
-		"target's is %s): give the debug file of the build that is running\n",
-		file, hex, s->id_len ? s->id_hex : "none");
+	say(s,
+	    "dial9-bpf: --symbols %s is the debug file of another build (build id %s, the "
+	    "target's is %s): give the debug file of the build that is running\n",
+	    file, hex, s->id_len ? s->id_hex : "none");
 	return -EBADMSG;
 }
 
@@ -192,12 +206,12 @@ static int option_dir(struct search *s, const char *dir, const char *exe_name, c
 	if (link && snprintf(path, sizeof(path), "%s.debug", exe_name) < (int)sizeof(path) &&
 	    !strcmp(link, path))
 		link = NULL;
-	fprintf(stderr,
-		"dial9-bpf: --symbols %s holds no debug file with build id %s (looked for "
-		".build-id/%.2s/%s.debug, %s.debug, %s%s%s)%s: give the directory or file that "
-		"has it\n",
-		dir, s->id_hex, s->id_hex, s->id_hex + 2, exe_name, exe_name, link ? ", " : "",
-		link ? link : "", s->skipped);
+	say(s,
+	    "dial9-bpf: --symbols %s holds no debug file with build id %s (looked for "
+	    ".build-id/%.2s/%s.debug, %s.debug, %s%s%s)%s: give the directory or file that "
+	    "has it\n",
+	    dir, s->id_hex, s->id_hex, s->id_hex + 2, exe_name, exe_name, link ? ", " : "",
+	    link ? link : "", s->skipped);
 	return -ENOENT;
 }
 
@@ -316,10 +330,10 @@ static int search(struct search *s, const struct elf_file *exe, const char *root
 	elf_file_debuglink(exe, &link, &crc);
 	if (o->symbols) {
 		if (stat(o->symbols, &st)) {
-			fprintf(stderr,
-				"dial9-bpf: failed to read --symbols %s: %s: give a "
-				"debug file or a directory of them\n",
-				o->symbols, strerror(errno));
+			say(s,
+			    "dial9-bpf: failed to read --symbols %s: %s: give a "
+			    "debug file or a directory of them\n",
+			    o->symbols, strerror(errno));
 			return -ENOENT;
 		}
 		if (!S_ISDIR(st.st_mode))
@@ -336,20 +350,21 @@ static int search(struct search *s, const struct elf_file *exe, const char *root
 	if (!by_debuginfod(s, out))
 		return 0;
 	debuginfo_build_id_path(s->debug_dir, s->id, s->id_len, path, sizeof(path));
-	fprintf(stderr,
-		"dial9-bpf: %s is stripped (no .symtab) and its debug file (build id %s) was not "
-		"found: give it with --symbols FILE|DIR, install it as %s (--debug-dir DIR sets "
-		"the build-id tree's root), keep its .gnu_debuglink file %s beside the binary, or "
-		"set DEBUGINFOD_URLS to a debuginfod server that has it%s%s\n",
-		exe_path, s->id_len ? s->id_hex : "none", s->id_len ? path : "(no build id)",
-		link ? link : "(none in this binary)", s->skipped, s->remote);
+	say(s,
+	    "dial9-bpf: %s is stripped (no .symtab) and its debug file (build id %s) was not "
+	    "found: give it with --symbols FILE|DIR, install it as %s (--debug-dir DIR sets "
+	    "the build-id tree's root), keep its .gnu_debuglink file %s beside the binary, or "
+	    "set DEBUGINFOD_URLS to a debuginfod server that has it%s%s\n",
+	    exe_path, s->id_len ? s->id_hex : "none", s->id_len ? path : "(no build id)",
+	    link ? link : "(none in this binary)", s->skipped, s->remote);
 	return -ENOENT;
 }
 
 int debuginfo_find(const struct elf_file *exe, const char *root, const char *exe_path,
 		   const struct debuginfo_opts *o, struct debuginfo *out)
 {
-	struct search s = {.debug_dir = o->debug_dir ? o->debug_dir : DEBUGINFO_DEFAULT_DIR};
+	struct search s = {.debug_dir = o->debug_dir ? o->debug_dir : DEBUGINFO_DEFAULT_DIR,
+			   .quiet = o->quiet};
 	double t0 = mono_s();
 	int err;
 

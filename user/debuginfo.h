@@ -9,6 +9,7 @@
 #define D9_DEBUGINFO_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,7 @@ enum debuginfo_method {
 struct debuginfo_opts {
 	const char *symbols;   /* --symbols FILE|DIR, or NULL */
 	const char *debug_dir; /* --debug-dir, or NULL for DEBUGINFO_DEFAULT_DIR */
+	bool quiet;	       /* print nothing: the caller says what failed */
 };
 
 /* Where the symbols came from, for metadata.json. */
@@ -44,8 +46,8 @@ const char *debuginfo_method_name(enum debuginfo_method m);
  * Finds the debug file of exe, the parsed stripped executable at exe_path as the target sees
  * it; root prefixes exe_path's directory where it is read (/proc/PID/root for a target in
  * another mount namespace, else ""). Searches as this header says. Returns 0 and fills *out;
- * otherwise prints one line naming the problem and every way to give the symbols, and returns
- * -ENOENT (nothing found) or -EBADMSG (--symbols names another build).
+ * otherwise prints one line (unless o->quiet) naming the problem and every way to give the
+ * symbols, and returns -ENOENT (nothing found) or -EBADMSG (--symbols names another build).
  */
 int debuginfo_find(const struct elf_file *exe, const char *root, const char *exe_path,
 		   const struct debuginfo_opts *o, struct debuginfo *out);

@@ -769,13 +769,14 @@ static int load_debug_symbols(struct target *t, const struct debuginfo_opts *o)
 	if (err)
 		return err;
 	err = elf_file_open(t->symbols.path, &dbg);
-	if (err) {
+	if (err && !o->quiet) {
 		fprintf(stderr,
 			"dial9-bpf: failed to read the debug file %s: %s: give a whole "
 			"one with --symbols\n",
 			t->symbols.path, err == -ENOEXEC ? "not a valid ELF file" : strerror(-err));
-		return err;
 	}
+	if (err)
+		return err;
 	elf_file_take_syms(t->elf, dbg);
 	elf_file_close(dbg);
 	return 0;
@@ -840,7 +841,22 @@ fail:
 	return err;
 }
 
-int target_exe_is_tokio(const char *exe, const char **why)
+/* A stripped executable's debug file, looked for without a word: for the --cgroup supervisor,
+ * which says itself why it skips a process. exe is /proc/PID/exe. */
+static int quiet_debug_symbols(struct target *t, const char *exe, const struct debuginfo_opts *o)
+{
+	struct debuginfo_opts quiet = *o;
+	ssize_t n;
+
+	quiet.quiet = true;
+	if (sscanf(exe, "/proc/%d/exe", &t->pid) != 1 ||
+	    (n = readlink(exe, t->exe_path, sizeof(t->exe_path) - 1)) < 0)
+		return -ENOENT;
+	t->exe_path[n] = '\0';
+	return load_debug_symbols(t, &quiet);
+}
+
+int target_exe_is_tokio(const char *exe, const struct debuginfo_opts *o, const char **why)
 {
 	struct target *t = calloc(1, sizeof(*t));
 	int err;
@@ -852,10 +868,11 @@ int target_exe_is_tokio(const char *exe, const char **why)
 	if (err == -ENOEXEC) {
 		*why = "not an ELF executable";
 		err = 0;
-	} else if (!err && !elf_file_has_symtab(t->elf)) {
-		*why = file_mentions_tokio(exe) ? "stripped (no .symtab): its Tokio functions "
-						  "cannot be found"
-						: "not a Tokio program";
+	} else if (!err && !elf_file_has_symtab(t->elf) && !file_mentions_tokio(exe)) {
+		*why = "not a Tokio program";
+	} else if (!err && !elf_file_has_symtab(t->elf) && quiet_debug_symbols(t, exe, o)) {
+		*why = "stripped (no .symtab) and no debug file found: its Tokio functions cannot "
+		       "be found";
 	} else if (!err) {
 		err = find_probes(t);
 		if (!err && t->count[PROBE_POLL])

@@ -107,12 +107,13 @@ void target_close(struct target *t);
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n);
 
 /*
- * Whether the executable at exe (e.g. /proc/PID/exe) is a Tokio program target_open() would
- * accept, without printing: 1 yes; 0 no, with *why set to a short static reason ("no Tokio
- * poll functions", "stripped", ...); a negative errno when it cannot be read (the process is
- * gone, a kernel thread). For watching many processes, where most are not Tokio programs.
+ * Whether the executable at exe (/proc/PID/exe) is a Tokio program target_open() would accept
+ * with the same options o, without printing: 1 yes; 0 no, with *why set to a short static
+ * reason ("not a Tokio program", "stripped ...", ...); a negative errno when it cannot be read
+ * (the process is gone, a kernel thread). For watching many processes, where most are not
+ * Tokio programs.
  */
-int target_exe_is_tokio(const char *exe, const char **why);
+int target_exe_is_tokio(const char *exe, const struct debuginfo_opts *o, const char **why);
 
 /*
  * Whether the target has exec'd another executable since target_open(): /proc/PID/exe now

@@ -6,6 +6,7 @@ the refusals: a debug file of another build, nothing found, an unreachable debug
 One stripped copy of demo-nofp runs for the whole file; every case profiles that process."""
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -248,6 +249,49 @@ def debuginfod_unreachable():
                                environ=env(cache, DEBUGINFOD_URLS=url, DEBUGINFOD_TIMEOUT="3"))
     assert "timed out" in line2 and secs2 < 15, f"{secs2:.1f} s: {line2}"
     return f"closed port: {secs:.1f} s; silent server: {secs2:.1f} s: {line2}"
+
+
+def cgroup2_mount():
+    with open("/proc/self/mounts") as f:
+        return next(l.split()[1] for l in f if l.split()[2] == "cgroup2")
+
+
+@test
+def cgroup_supervisor():
+    """--cgroup passes --debug-dir to each child; without it, the stripped demo is skipped
+    with a line naming the ways to give its debug file."""
+    s = setup()
+    cg = os.path.join(cgroup2_mount(), "d9stripped-" + str(os.getpid()))
+    os.mkdir(cg)
+    p = subprocess.Popen(["sh", "-c", 'echo $$ >"$0" && exec "$@"',
+                          os.path.join(cg, "cgroup.procs"), s["app"], "--workers", "1",
+                          "--mode", "mix", "--duration", "0"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        time.sleep(1)
+        out = os.path.join(tmpdir("d9stripped-cg-"), "run")
+        rc, _, err = run_tool("--cgroup", cg, "-d", DURATION, "-o", out, "-q", "--format",
+                              "jsonl", "--debug-dir", os.path.join(s["dir"], "tree"),
+                              env=env(), timeout=60)
+        assert rc == 0, f"exit {rc}: {err[-1500:]}"
+        share, n = named_share(os.path.join(out, f"pid-{p.pid}"))
+        assert share >= NAMED_MIN, f"{share:.3f} of {n} samples named"
+        out2 = os.path.join(tmpdir("d9stripped-cg-"), "run")
+        rc, _, err = run_tool("--cgroup", cg, "-d", "1", "-o", out2, "-q", "--debug-dir",
+                              os.path.join(s["dir"], "empty"), env=env(), timeout=60)
+        assert "stripped" in err and "DEBUGINFOD_URLS" in err, err[-1500:]
+        assert not os.path.exists(os.path.join(out2, f"pid-{p.pid}")), "profiled anyway"
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        for _ in range(50):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+    return f"child named {share:.3f} of {n} samples; skipped without: {err.strip()[:160]}"
 
 
 if __name__ == "__main__":
