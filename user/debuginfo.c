@@ -177,10 +177,17 @@ static int option_file(struct search *s, const char *file, struct debuginfo *out
 			debuginfo_build_id_hex(id, len, hex);
 		elf_file_close(ef);
 	}
-	say(s,
-	    "dial9-bpf: --symbols %s is the debug file of another build (build id %s, the "
-	    "target's is %s): give the debug file of the build that is running\n",
-	    file, hex, s->id_len ? s->id_hex : "none");
+	if (!s->id_len)
+		say(s,
+		    "dial9-bpf: --symbols %s cannot be checked: the target's executable has no GNU "
+		    "build id; keep the debug file beside it under its .gnu_debuglink name "
+		    "instead (its CRC is checked)\n",
+		    file);
+	else
+		say(s,
+		    "dial9-bpf: --symbols %s is the debug file of another build (build id %s, the "
+		    "target's is %s): give the debug file of the build that is running\n",
+		    file, hex, s->id_hex);
 	return -EBADMSG;
 }
 

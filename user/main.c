@@ -323,6 +323,10 @@ int main(int argc, char **argv)
 	err = target_open(o.pid, &o.debuginfo, &t);
 	if (err)
 		return 1;
+	/* The target's debug file is fetched now, once. libdw would otherwise ask the server for
+	 * every library without local debug info, from the sampling loop, where a slow server
+	 * stalls the ring buffer's reader for up to libdebuginfod's own timeout. */
+	unsetenv("DEBUGINFOD_URLS");
 	if (target_lock(t)) {
 		target_close(t);
 		return 1;
