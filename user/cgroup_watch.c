@@ -554,7 +554,7 @@ static int classify(struct watch *w, const struct stat *st, const char *exe_link
 			return w->cls[i].tokio;
 		}
 	*why = NULL;
-	r = target_exe_is_tokio(exe_link, why);
+	r = target_exe_is_tokio(exe_link, &w->o->debuginfo, why);
 	if (r >= 0 && grow((void **)&w->cls, &w->clscap, w->ncls, sizeof(*w->cls)))
 		w->cls[w->ncls++] = (struct exe_class){st->st_dev, st->st_ino, r, *why};
 	return r;
@@ -579,7 +579,10 @@ static void note_skipped(struct watch *w, int pid, const char *exe_link, const c
 	/* A stripped Tokio program is most likely one the user meant to profile: always say. */
 	if ((w->o->verbose || stripped) && exe)
 		fprintf(stderr, "dial9-bpf: pid %d (%s) in the cgroup: %s; skipped%s\n", pid, exe,
-			why, stripped ? " (build it with `strip = false` to profile it)" : "");
+			why,
+			stripped ? " (give its debug file: --symbols, --debug-dir, .gnu_debuglink "
+				   "or DEBUGINFOD_URLS)"
+				 : "");
 	w->nskip_total++;
 	if (exe && w->nskip < SKIPPED_MAX &&
 	    grow((void **)&w->skip, &w->skipcap, w->nskip, sizeof(*w->skip)))
@@ -646,6 +649,14 @@ static void child_argv(const struct watch *w, const struct profile *p, const cha
 		argv[a++] = "--verbose";
 	if (o->no_task_root)
 		argv[a++] = "--no-task-root";
+	if (o->debuginfo.symbols) {
+		argv[a++] = "--symbols";
+		argv[a++] = (char *)o->debuginfo.symbols;
+	}
+	if (o->debuginfo.debug_dir) {
+		argv[a++] = "--debug-dir";
+		argv[a++] = (char *)o->debuginfo.debug_dir;
+	}
 	argv[a] = NULL;
 #undef ARG
 }

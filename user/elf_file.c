@@ -34,6 +34,8 @@ struct elf_file {
 	bool has_symtab;
 	uint8_t build_id[ELF_BUILD_ID_MAX];
 	size_t build_id_len;
+	char *debuglink; /* .gnu_debuglink's file name, or NULL */
+	uint32_t debuglink_crc;
 };
 
 struct raw_sym {
@@ -256,11 +258,40 @@ out:
 	return err;
 }
 
+/* .gnu_debuglink: a file name, NUL padded to 4 bytes, then the CRC32 of the debug file in the
+ * file's byte order. */
+static int read_debuglink(Elf_Scn *scn, const GElf_Shdr *sh, const GElf_Ehdr *eh,
+			  uint64_t file_size, struct elf_file *ef)
+{
+	Elf_Data *data;
+	const char *buf;
+	size_t len, crc_off;
+	unsigned char c[4];
+
+	if (sh->sh_type != SHT_PROGBITS || (sh->sh_flags & SHF_COMPRESSED) ||
+	    !in_file(sh->sh_offset, sh->sh_size, file_size))
+		return 0;
+	data = elf_getdata(scn, NULL);
+	if (!data || !data->d_buf)
+		return 0;
+	buf = data->d_buf;
+	len = strnlen(buf, data->d_size);
+	crc_off = (len + 4) & ~(size_t)3;
+	if (len == 0 || crc_off + 4 > data->d_size)
+		return 0;
+	memcpy(c, buf + crc_off, 4);
+	ef->debuglink_crc = eh->e_ident[EI_DATA] == ELFDATA2MSB
+				? (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | c[2] << 8 | c[3]
+				: (uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 | c[1] << 8 | c[0];
+	ef->debuglink = strndup(buf, len);
+	return ef->debuglink ? 0 : -ENOMEM;
+}
+
 static int parse(Elf *elf, uint64_t file_size, struct elf_file *ef)
 {
 	Elf_Scn *scn = NULL, *symtab = NULL, *dynsym = NULL;
 	GElf_Shdr sh, symtab_sh, dynsym_sh;
-	size_t shnum;
+	size_t shnum, shstrndx = 0;
 	GElf_Ehdr eh;
 	int err;
 
@@ -285,10 +316,19 @@ static int parse(Elf *elf, uint64_t file_size, struct elf_file *ef)
 			  !in_file(eh.e_shoff, (uint64_t)shnum * eh.e_shentsize, file_size)))
 		return -ENOEXEC;
 
+	if (shnum > 0 && elf_getshdrstrndx(elf, &shstrndx) != 0)
+		shstrndx = 0;
 	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		const char *name;
+
 		if (!gelf_getshdr(scn, &sh))
 			return -ENOEXEC;
-		if (sh.sh_type == SHT_SYMTAB && !symtab) {
+		name = shstrndx ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		if (name && !ef->debuglink && !strcmp(name, ".gnu_debuglink")) {
+			err = read_debuglink(scn, &sh, &eh, file_size, ef);
+			if (err)
+				return err;
+		} else if (sh.sh_type == SHT_SYMTAB && !symtab) {
 			symtab = scn;
 			symtab_sh = sh;
 		} else if (sh.sh_type == SHT_DYNSYM && !dynsym) {
@@ -401,7 +441,24 @@ void elf_file_close(struct elf_file *ef)
 	free(ef->aliases);
 	free(ef->loads);
 	free(ef->strtab);
+	free(ef->debuglink);
 	free(ef);
+}
+
+void elf_file_take_syms(struct elf_file *ef, struct elf_file *from)
+{
+	free(ef->syms);
+	free(ef->aliases);
+	free(ef->strtab);
+	ef->syms = from->syms;
+	ef->nsyms = from->nsyms;
+	ef->aliases = from->aliases;
+	ef->naliases = from->naliases;
+	ef->strtab = from->strtab;
+	ef->has_symtab = from->has_symtab;
+	from->syms = from->aliases = NULL;
+	from->strtab = NULL;
+	from->nsyms = from->naliases = 0;
 }
 
 static const struct elf_load *load_of_vaddr(const struct elf_file *ef, uint64_t vaddr,
@@ -470,6 +527,15 @@ bool elf_file_has_symtab(const struct elf_file *ef)
 	return ef->has_symtab;
 }
 
+int elf_file_debuglink(const struct elf_file *ef, const char **name, uint32_t *crc)
+{
+	if (!ef->debuglink)
+		return -ENOENT;
+	*name = ef->debuglink;
+	*crc = ef->debuglink_crc;
+	return 0;
+}
+
 uint16_t elf_file_type(const struct elf_file *ef)
 {
 	return ef->type;
@@ -508,4 +574,57 @@ int elf_file_offset_to_vaddr(const struct elf_file *ef, uint64_t off, uint64_t *
 		}
 	}
 	return -ENOENT;
+}
+
+/* The first section of type type, or NULL. */
+static Elf_Scn *section_of_type(Elf *elf, uint32_t type, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, sh) && sh->sh_type == type && sh->sh_entsize)
+			return scn;
+	return NULL;
+}
+
+/* The .symtab's symbols of one type, handed to fn until it returns true. */
+static int walk_symtab(Elf *elf, int type, bool (*fn)(const struct elf_sym *, void *), void *ctx)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = section_of_type(elf, SHT_SYMTAB, &sh);
+	Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+	size_t n = data ? data->d_size / sh.sh_entsize : 0;
+
+	if (!scn)
+		return -ENOENT;
+	for (size_t i = 0; i < n && i <= INT_MAX; i++) {
+		struct elf_sym s;
+		GElf_Sym sym;
+
+		if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != type)
+			continue;
+		s.name = elf_strptr(elf, sh.sh_link, sym.st_name);
+		s.addr = sym.st_value;
+		s.size = sym.st_size;
+		if (s.name && fn(&s, ctx))
+			break;
+	}
+	return 0;
+}
+
+int elf_symtab_each(const char *path, int type, bool (*fn)(const struct elf_sym *, void *),
+		    void *ctx)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = -ENOEXEC;
+	Elf *elf;
+
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		err = walk_symtab(elf, type, fn, ctx);
+	elf_end(elf);
+	close(fd);
+	return err;
 }

@@ -62,6 +62,27 @@ const struct elf_sym *elf_file_aliases(const struct elf_file *ef, size_t *n);
 /* Whether the file has a .symtab (false: stripped, only exported .dynsym names). */
 bool elf_file_has_symtab(const struct elf_file *ef);
 
+/*
+ * Moves from's function symbols and aliases into ef, leaving from without any. For a stripped
+ * binary ef and its separate debug file from (same build id): the names come from the debug
+ * file and the program headers from the running binary, since a debug file's sections are
+ * NOBITS and its segments say nothing of where code lies in the binary.
+ */
+void elf_file_take_syms(struct elf_file *ef, struct elf_file *from);
+
+/* The .gnu_debuglink section: the separate debug file's name (owned by ef) and CRC32. Return 0,
+ * or -ENOENT when there is none. */
+int elf_file_debuglink(const struct elf_file *ef, const char **name, uint32_t *crc);
+
+/*
+ * Calls fn with every .symtab symbol of ELF type stt (STT_OBJECT, STT_TLS, ...) of the ELF file
+ * at path, name and all, until fn returns true; the symbol and its name are valid only during
+ * the call. For data symbols, which elf_file keeps none of. Returns 0, -ENOENT when the file
+ * has no .symtab, or another negative errno.
+ */
+int elf_symtab_each(const char *path, int stt, bool (*fn)(const struct elf_sym *sym, void *ctx),
+		    void *ctx);
+
 /* ET_EXEC or ET_DYN. */
 uint16_t elf_file_type(const struct elf_file *ef);
 

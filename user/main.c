@@ -320,9 +320,13 @@ int main(int argc, char **argv)
 		return cgroup_watch_main(&o, argv[0]);
 	libbpf_set_print(libbpf_print);
 
-	err = target_open(o.pid, &t);
+	err = target_open(o.pid, &o.debuginfo, &t);
 	if (err)
 		return 1;
+	/* The target's debug file is fetched now, once. libdw would otherwise ask the server for
+	 * every library without local debug info, from the sampling loop, where a slow server
+	 * stalls the ring buffer's reader for up to libdebuginfod's own timeout. */
+	unsetenv("DEBUGINFOD_URLS");
 	if (target_lock(t)) {
 		target_close(t);
 		return 1;
@@ -397,6 +401,12 @@ int main(int argc, char **argv)
 		err = 1;
 		goto cleanup;
 	}
+	if (t->symbols.method != DEBUGINFO_SYMTAB &&
+	    (err = symbolizer_set_debug_file(sym, t->symbols.path)))
+		fprintf(stderr,
+			"dial9-bpf: failed to read the debug file %s: %s: frames of %s go "
+			"unnamed\n",
+			t->symbols.path, strerror(-err), t->exe_path);
 	collector_init(&col, o.pid, writers, nwriters, sym, read_open_epoch, skel);
 	err = task_types_load(t->elf, t, &types);
 	if (err)
@@ -407,6 +417,12 @@ int main(int argc, char **argv)
 	col.task_root = !o.no_task_root;
 	if (o.unwind == D9_UNWIND_DWARF) {
 		col.unw = unwinder_new(o.pid);
+		if (col.unw && t->symbols.method != DEBUGINFO_SYMTAB) {
+			const uint8_t *id;
+			size_t len = elf_file_build_id(t->elf, &id);
+
+			unwinder_set_debug_file(col.unw, t->symbols.path, id, len);
+		}
 		if (!col.unw)
 			fprintf(stderr,
 				"dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "

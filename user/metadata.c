@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include "arming.h"
 #include "collector.h"
+#include "debuginfo.h"
+#include "elf_file.h"
 #include "json.h"
 #include "metadata.h"
 #include "worker_tls.h"
@@ -274,6 +276,22 @@ static void write_privileges(FILE *f, const struct out_dir *dir)
 		fputs("null},\n", f);
 }
 
+/* Where the target's symbols came from: its own .symtab, or which separate debug file. */
+static void write_symbols(FILE *f, const struct target *t)
+{
+	char hex[2 * ELF_BUILD_ID_MAX + 1];
+	const uint8_t *id;
+	size_t len = elf_file_build_id(t->elf, &id);
+
+	debuginfo_build_id_hex(id, len, hex);
+	fprintf(f, ", \"build_id\": ");
+	json_str(f, len ? hex : NULL);
+	fprintf(f, ",\n    \"symbols\": {\"method\": \"%s\", \"path\": ",
+		debuginfo_method_name(t->symbols.method));
+	json_str(f, t->symbols.method == DEBUGINFO_SYMTAB ? t->exe_path : t->symbols.path);
+	fprintf(f, ", \"search_ms\": %.1f}", t->symbols.ms);
+}
+
 int metadata_write(const struct out_dir *dir, const struct options *o, const struct target *t,
 		   const struct collector *c, const struct run_summary *r)
 {
@@ -305,6 +323,7 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	json_str(f, t->comm);
 	fputs(", \"exe\": ", f);
 	json_str(f, t->exe_path);
+	write_symbols(f, t);
 	fputs("},\n  \"task_id_layout\": ", f);
 	json_str(f, r->task_id_layout);
 	fprintf(f,

@@ -29,6 +29,17 @@ static const char doc[] =
     "  sudo dial9-bpf --container 3f2a9c1b7d4e   # docker/containerd id or prefix\n"
     "  dial9-bpf report /tmp/run1                # summary of a previous run\n"
     "\n"
+    "STRIPPED BINARIES (symbols from a separate debug file, build id checked):\n"
+    "  sudo dial9-bpf --pid 1234 --symbols /tmp/app.debug\n"
+    "  sudo dial9-bpf --pid 1234 --debug-dir /opt/debug\n"
+    "                     # /opt/debug/.build-id/xx/yyyy.debug, as /usr/lib/debug\n"
+    "  DEBUGINFOD_URLS=https://debuginfod.example.com \\\n"
+    "    sudo --preserve-env=DEBUGINFOD_URLS dial9-bpf --pid 1234\n"
+    "  Searched in order: --symbols, the build-id tree under --debug-dir\n"
+    "  (default /usr/lib/debug), the .gnu_debuglink file beside the binary\n"
+    "  (CRC checked), a debuginfod server (DEBUGINFOD_URLS; DEBUGINFOD_TIMEOUT\n"
+    "  bounds the wait, default 20 s; DEBUGINFOD_CACHE_PATH its cache).\n"
+    "\n"
     "OUTPUT:\n"
     "  Run through sudo, the files (and the directory, if the run made it)\n"
     "  belong to the invoking user (SUDO_UID/SUDO_GID), who reads them\n"
@@ -50,6 +61,8 @@ enum {
 	OPT_CGROUP,
 	OPT_CONTAINER,
 	OPT_NO_TASK_ROOT,
+	OPT_SYMBOLS,
+	OPT_DEBUG_DIR,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -80,6 +93,14 @@ static const struct argp_option argp_opts[] = {
     {"no-task-root", OPT_NO_TASK_ROOT, NULL, 0,
      "Leave out the root frame naming each sample's task future (\"task: my_app::handler::"
      "{{closure}}\") in pprof, folded and the flamegraph",
+     0},
+    {"symbols", OPT_SYMBOLS, "FILE|DIR", 0,
+     "A stripped target's debug file, or a directory of debug files searched by build id "
+     "(.build-id/xx/yyyy.debug) and name (NAME.debug); it must carry the target's build id",
+     0},
+    {"debug-dir", OPT_DEBUG_DIR, "DIR", 0,
+     "Root of the build-id tree and of .gnu_debuglink's global directory (default "
+     "/usr/lib/debug)",
      0},
     {"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},
     {"quiet", 'q', NULL, 0, "No status line", 0},
@@ -228,6 +249,17 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			    "invalid --format '%s': use a comma-separated list of jsonl, perf, "
 			    "pprof, folded, flamegraph or all",
 			    arg);
+		break;
+	case OPT_SYMBOLS:
+		if (!*arg)
+			bad_usage("invalid --symbols '': give a debug file or a directory of them");
+		o->debuginfo.symbols = arg;
+		break;
+	case OPT_DEBUG_DIR:
+		if (!*arg)
+			bad_usage(
+			    "invalid --debug-dir '': give a directory such as /usr/lib/debug");
+		o->debuginfo.debug_dir = arg;
 		break;
 	case 'v':
 		o->verbose = true;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "debuginfo.h"
 
 enum d9_command {
 	D9_CMD_RECORD = 0,
@@ -37,6 +38,8 @@ struct options {
 	bool verbose;
 	bool quiet;
 	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
+	/* A stripped target's debug file: --symbols FILE|DIR, --debug-dir (debuginfo.h). */
+	struct debuginfo_opts debuginfo;
 
 	/* Supervisor mode (cgroup_watch.c) instead of --pid: every Tokio process in a cgroup. */
 	const char *cgroup_path;  /* --cgroup */

@@ -47,6 +47,10 @@ struct symbolizer {
 	bool read_once;
 	uint64_t gen; /* maps read so far */
 	struct sym_cache_entry *cache;
+	/* A stripped module's separate debug file (symbolizer_set_debug_file), by build id. */
+	char *debug_path;
+	uint8_t debug_id[ELF_BUILD_ID_MAX];
+	size_t debug_id_len;
 };
 
 static uint64_t now_ns(void)
@@ -91,7 +95,42 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->map_mod);
 	proc_maps_free(s->maps, s->nmaps);
 	free(s->cache);
+	free(s->debug_path);
 	free(s);
+}
+
+int symbolizer_set_debug_file(struct symbolizer *s, const char *path)
+{
+	struct elf_file *ef;
+	const uint8_t *id;
+	int err = elf_file_open(path, &ef);
+
+	if (err)
+		return err;
+	s->debug_id_len = elf_file_build_id(ef, &id);
+	memcpy(s->debug_id, id, s->debug_id_len);
+	elf_file_close(ef);
+	free(s->debug_path);
+	s->debug_path = strdup(path);
+	return s->debug_path ? 0 : -ENOMEM;
+}
+
+/* A stripped module takes its function symbols from the debug file of its build id. */
+static void use_debug_file(struct symbolizer *s, struct elf_file *ef)
+{
+	struct elf_file *dbg;
+	const uint8_t *id;
+	size_t len;
+
+	if (!s->debug_path || elf_file_has_symtab(ef))
+		return;
+	len = elf_file_build_id(ef, &id);
+	if (!len || len != s->debug_id_len || memcmp(id, s->debug_id, len))
+		return;
+	if (elf_file_open(s->debug_path, &dbg))
+		return;
+	elf_file_take_syms(ef, dbg);
+	elf_file_close(dbg);
 }
 
 static bool module_matches(const struct module *mod, const struct proc_map *m)
@@ -242,6 +281,8 @@ static struct elf_file *module_elf(struct symbolizer *s, struct module *mod,
 	}
 	if (err)
 		mod->elf = NULL;
+	else
+		use_debug_file(s, mod->elf);
 	return mod->elf;
 }
 

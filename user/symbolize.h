@@ -33,6 +33,10 @@ struct sym_info {
 struct symbolizer *symbolizer_new(int pid);
 void symbolizer_free(struct symbolizer *s);
 
+/* A separate debug file (debuginfo.h): a stripped module of the same GNU build id is named from
+ * its symbols. Call before the first resolve. Returns 0 or a negative errno. */
+int symbolizer_set_debug_file(struct symbolizer *s, const char *path);
+
 /*
  * Returns 0 when a function was found; -ENOENT when no mapping or no symbol covers addr, in
  * which case module and file_offset are still filled if a mapping does; other negative errnos

@@ -745,7 +745,49 @@ void target_discovery_json(FILE *f, const struct target *t)
 	fputc('}', f);
 }
 
-int target_open(int pid, struct target **out)
+/* The target's files beside its executable are read through /proc/PID/root when it lives in
+ * another mount namespace (a container); else by their own paths, which read better. */
+static void target_root(int pid, char *root, size_t size)
+{
+	struct stat theirs, ours;
+
+	snprintf(root, size, "/proc/%d/root", pid);
+	if (!stat(root, &theirs) && !stat("/", &ours) && theirs.st_dev == ours.st_dev &&
+	    theirs.st_ino == ours.st_ino)
+		root[0] = '\0';
+}
+
+/* A stripped executable: function symbols from its separate debug file. */
+static int load_debug_symbols(struct target *t, const struct debuginfo_opts *o)
+{
+	struct elf_file *dbg;
+	char root[32];
+	int err;
+
+	target_root(t->pid, root, sizeof(root));
+	err = debuginfo_find(t->elf, root, t->exe_path, o, &t->symbols);
+	if (err)
+		return err;
+	err = elf_file_open(t->symbols.path, &dbg);
+	if (err && !o->quiet) {
+		fprintf(stderr,
+			"dial9-bpf: failed to read the debug file %s: %s: give a whole "
+			"one with --symbols\n",
+			t->symbols.path, err == -ENOEXEC ? "not a valid ELF file" : strerror(-err));
+	}
+	if (err)
+		return err;
+	elf_file_take_syms(t->elf, dbg);
+	elf_file_close(dbg);
+	return 0;
+}
+
+const char *target_symbols_file(const struct target *t)
+{
+	return t->symbols.method == DEBUGINFO_SYMTAB ? t->exe_link : t->symbols.path;
+}
+
+int target_open(int pid, const struct debuginfo_opts *o, struct target **out)
 {
 	struct target *t = calloc(1, sizeof(*t));
 	int err;
@@ -774,13 +816,9 @@ int target_open(int pid, struct target **out)
 		goto fail;
 	}
 	if (!elf_file_has_symtab(t->elf)) {
-		fprintf(stderr,
-			"dial9-bpf: %s (pid %d) is stripped (no .symtab), so Tokio's poll "
-			"functions cannot be found: build it with `strip = false` (or keep a "
-			"copy with symbols) and restart it\n",
-			t->exe_path, pid);
-		err = -ENOENT;
-		goto fail;
+		err = load_debug_symbols(t, o);
+		if (err)
+			goto fail;
 	}
 	err = find_probes(t);
 	if (err) {
@@ -803,7 +841,22 @@ fail:
 	return err;
 }
 
-int target_exe_is_tokio(const char *exe, const char **why)
+/* A stripped executable's debug file, looked for without a word: for the --cgroup supervisor,
+ * which says itself why it skips a process. exe is /proc/PID/exe. */
+static int quiet_debug_symbols(struct target *t, const char *exe, const struct debuginfo_opts *o)
+{
+	struct debuginfo_opts quiet = *o;
+	ssize_t n;
+
+	quiet.quiet = true;
+	if (sscanf(exe, "/proc/%d/exe", &t->pid) != 1 ||
+	    (n = readlink(exe, t->exe_path, sizeof(t->exe_path) - 1)) < 0)
+		return -ENOENT;
+	t->exe_path[n] = '\0';
+	return load_debug_symbols(t, &quiet);
+}
+
+int target_exe_is_tokio(const char *exe, const struct debuginfo_opts *o, const char **why)
 {
 	struct target *t = calloc(1, sizeof(*t));
 	int err;
@@ -815,10 +868,11 @@ int target_exe_is_tokio(const char *exe, const char **why)
 	if (err == -ENOEXEC) {
 		*why = "not an ELF executable";
 		err = 0;
-	} else if (!err && !elf_file_has_symtab(t->elf)) {
-		*why = file_mentions_tokio(exe) ? "stripped (no .symtab): its Tokio functions "
-						  "cannot be found"
-						: "not a Tokio program";
+	} else if (!err && !elf_file_has_symtab(t->elf) && !file_mentions_tokio(exe)) {
+		*why = "not a Tokio program";
+	} else if (!err && !elf_file_has_symtab(t->elf) && quiet_debug_symbols(t, exe, o)) {
+		*why = "stripped (no .symtab) and no debug file found: its Tokio functions cannot "
+		       "be found";
 	} else if (!err) {
 		err = find_probes(t);
 		if (!err && t->count[PROBE_POLL])

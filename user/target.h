@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "debuginfo.h"
 #include "dial9_bpf.h"
 
 struct elf_file;
@@ -70,7 +71,8 @@ struct target {
 	char exe_link[64];	 /* /proc/PID/exe: attaches and reads the inode really mapped */
 	char exe_path[PATH_MAX]; /* the path as the target sees it, for messages */
 	char comm[17];
-	struct elf_file *elf;
+	struct elf_file *elf;	  /* function symbols from symbols.path when stripped */
+	struct debuginfo symbols; /* where the symbols came from */
 	struct probe_spec *probes;
 	size_t nprobes;
 	size_t *order; /* probes by recent hits, most first (NULL: as listed) */
@@ -86,9 +88,12 @@ struct target {
 	char lock_name[24];
 };
 
-/* Checks the process and finds the probe points. On failure prints one line naming the
- * problem and the fix, and returns a negative errno. */
-int target_open(int pid, struct target **out);
+/* Checks the process and finds the probe points, in the symbols of its separate debug file
+ * (found as debuginfo.h says, by o) when the executable is stripped. On failure prints one
+ * line naming the problem and the fix, and returns a negative errno. */
+int target_open(int pid, const struct debuginfo_opts *o, struct target **out);
+/* The file whose .symtab names the target's code and data: the executable, or its debug file. */
+const char *target_symbols_file(const struct target *t);
 void target_close(struct target *t);
 /*
  * Folds one armed window's hits per probe (window_hits[i] for probe i, n of them) into the
@@ -102,12 +107,13 @@ void target_close(struct target *t);
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n);
 
 /*
- * Whether the executable at exe (e.g. /proc/PID/exe) is a Tokio program target_open() would
- * accept, without printing: 1 yes; 0 no, with *why set to a short static reason ("no Tokio
- * poll functions", "stripped", ...); a negative errno when it cannot be read (the process is
- * gone, a kernel thread). For watching many processes, where most are not Tokio programs.
+ * Whether the executable at exe (/proc/PID/exe) is a Tokio program target_open() would accept
+ * with the same options o, without printing: 1 yes; 0 no, with *why set to a short static
+ * reason ("not a Tokio program", "stripped ...", ...); a negative errno when it cannot be read
+ * (the process is gone, a kernel thread). For watching many processes, where most are not
+ * Tokio programs.
  */
-int target_exe_is_tokio(const char *exe, const char **why);
+int target_exe_is_tokio(const char *exe, const struct debuginfo_opts *o, const char **why);
 
 /*
  * Whether the target has exec'd another executable since target_open(): /proc/PID/exe now

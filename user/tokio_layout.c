@@ -272,32 +272,12 @@ static bool is_next_id(const char *mangled)
 	return yes;
 }
 
-static int find_next_id_vaddr(Elf *elf, uint64_t *vaddr)
+static bool match_next_id(const struct elf_sym *s, void *ctx)
 {
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
-			continue;
-		data = elf_getdata(scn, NULL);
-		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *name;
-
-			if (!gelf_getsym(data, (int)i, &sym) ||
-			    GELF_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_size != 8)
-				continue;
-			name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (name && is_next_id(name)) {
-				*vaddr = sym.st_value;
-				return 0;
-			}
-		}
-	}
-	return -ENOENT;
+	if (s->size != 8 || !is_next_id(s->name))
+		return false;
+	*(uint64_t *)ctx = s->addr;
+	return true;
 }
 
 /* The runtime address of VADDR in the executable's writable data. Segments share file pages
@@ -330,17 +310,13 @@ static int exe_data_addr(const struct elf_file *ef, const struct target *t, uint
 	return err;
 }
 
-static int scan_next_id(Elf *elf, const struct target *t, void *ctx)
-{
-	(void)t;
-	return find_next_id_vaddr(elf, ctx);
-}
-
 int tokio_next_id_addr(const struct elf_file *ef, const struct target *t, uint64_t *addr)
 {
 	uint64_t vaddr = 0;
-	int err = scan_exe(t, scan_next_id, &vaddr);
+	int err = elf_symtab_each(target_symbols_file(t), STT_OBJECT, match_next_id, &vaddr);
 
+	if (!err && !vaddr)
+		err = -ENOENT;
 	return err ? err : exe_data_addr(ef, t, vaddr, addr);
 }
 

@@ -91,6 +91,10 @@ struct unwinder {
 	/* CU indexes, open addressing; they hold DIEs, so are dropped with the Dwfl. */
 	struct cu_index *cus;
 	size_t cus_cap, cus_n;
+	/* A stripped module's separate debug file (unwinder_set_debug_file), by build id. */
+	char *debug_path;
+	uint8_t debug_id[20];
+	int debug_id_len;
 };
 
 static uint64_t now_ns(void)
@@ -114,11 +118,33 @@ static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname,
 	return -1;
 }
 
+/* The debug file given for a module's build id (each module's userdata is its unwinder), else
+ * libdwfl's own search: build-id tree, .gnu_debuglink, debuginfod. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const struct unwinder *u = *userdata;
+	const unsigned char *id;
+	GElf_Addr id_vaddr;
+	int len, fd;
+
+	if (u && u->debug_path && (len = dwfl_module_build_id(mod, &id, &id_vaddr)) > 0 &&
+	    len == u->debug_id_len && !memcmp(id, u->debug_id, (size_t)len)) {
+		fd = open(u->debug_path, O_RDONLY | O_CLOEXEC);
+		*debuginfo_file_name = fd >= 0 ? strdup(u->debug_path) : NULL;
+		if (fd >= 0)
+			return fd;
+	}
+	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					    debuglink_crc, debuginfo_file_name);
+}
+
 static char *debuginfo_path;
 
 static const Dwfl_Callbacks dwfl_callbacks = {
     .find_elf = find_elf_none,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
@@ -320,6 +346,7 @@ static int report_mapping(struct unwinder *u, Dwfl *dwfl, const struct proc_map 
 {
 	const char *name = m->path;
 	Dwfl_Module *mod;
+	void **userdata;
 	Elf *elf;
 	int fd, err;
 
@@ -358,6 +385,8 @@ static int report_mapping(struct unwinder *u, Dwfl *dwfl, const struct proc_map 
 		close(fd);
 		return -EINVAL;
 	}
+	dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	*userdata = u;
 	rec->mod = mod;
 	return 0;
 }
@@ -554,7 +583,22 @@ void unwinder_free(struct unwinder *u)
 	free(u->names);
 	free(u->slots);
 	free(u->frames);
+	free(u->debug_path);
 	free(u);
+}
+
+int unwinder_set_debug_file(struct unwinder *u, const char *path, const uint8_t *build_id,
+			    size_t len)
+{
+	if (!len || len > sizeof(u->debug_id))
+		return -EINVAL;
+	free(u->debug_path);
+	u->debug_path = strdup(path);
+	if (!u->debug_path)
+		return -ENOMEM;
+	memcpy(u->debug_id, build_id, len);
+	u->debug_id_len = (int)len;
+	return 0;
 }
 
 size_t unwinder_nmodules(const struct unwinder *u)

@@ -53,6 +53,14 @@ struct unwinder *unwinder_new(int pid);
 void unwinder_free(struct unwinder *u);
 
 /*
+ * The separate debug file (debuginfo.h) of the module with that GNU build id: its DWARF names
+ * inlined calls; CFI is still read from the module's own .eh_frame. Call before the first
+ * inline lookup. Returns 0 or a negative errno.
+ */
+int unwinder_set_debug_file(struct unwinder *u, const char *path, const uint8_t *build_id,
+			    size_t len);
+
+/*
  * Unwinds one stack. stack holds stack_len bytes copied from regs->sp upwards. pcs[0] = ip,
  * then the return addresses (not adjusted: look their callers up at pc - 1), at most max_pcs.
  * Always sets *npcs (>= 1 when max_pcs >= 1) and *stop and returns 0, whatever stopped the

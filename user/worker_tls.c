@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 #include "collector.h"
 #include "demangle.h"
+#include "elf_file.h"
 #include "json.h"
 #include "proc_maps.h"
 #include "sampler.skel.h"
@@ -77,20 +78,22 @@ static int tls_var_rank(const char *demangled)
 	return -1;
 }
 
-static void add_sym(struct tls_image *img, const GElf_Sym *s, const char *mangled)
+static bool add_sym(const struct elf_sym *s, void *ctx)
 {
-	char *d = demangle(mangled);
+	struct tls_image *img = ctx;
+	char *d = strstr(s->name, "tokio") ? demangle(s->name) : NULL;
 	int rank = d ? tls_var_rank(d) : -1;
 
-	if (rank >= 0 && s->st_size >= 8 && img->nsyms < WT_MAX_SYMS) {
+	if (rank >= 0 && s->size >= 8 && img->nsyms < WT_MAX_SYMS) {
 		struct tls_sym *t = &img->syms[img->nsyms++];
 
 		t->rank = rank;
-		t->value = s->st_value;
-		t->size = s->st_size;
+		t->value = s->addr;
+		t->size = s->size;
 		snprintf(t->name, sizeof(t->name), "%s", d);
 	}
 	free(d);
+	return false;
 }
 
 static int by_rank(const void *a, const void *b)
@@ -98,33 +101,9 @@ static int by_rank(const void *a, const void *b)
 	return ((const struct tls_sym *)a)->rank - ((const struct tls_sym *)b)->rank;
 }
 
-static void scan_symtab(Elf *e, struct tls_image *img)
-{
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
-			continue;
-		data = elf_getdata(scn, NULL);
-		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym s;
-			const char *name;
-
-			if (!gelf_getsym(data, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_TLS)
-				continue;
-			name = elf_strptr(e, sh.sh_link, s.st_name);
-			if (name)
-				add_sym(img, &s, name);
-		}
-	}
-	qsort(img->syms, img->nsyms, sizeof(img->syms[0]), by_rank);
-}
-
-/* The executable's PT_TLS segment and Tokio's TLS variables in it; 0 or a negative errno. */
-static int read_tls_image(const char *exe, struct tls_image *img)
+/* The executable's PT_TLS segment and Tokio's TLS variables in it, named in the symbols file
+ * (the executable, or its separate debug file); 0 or a negative errno. */
+static int read_tls_image(const char *exe, const char *symbols, struct tls_image *img)
 {
 	int fd = open(exe, O_RDONLY | O_CLOEXEC);
 	size_t nph = 0;
@@ -145,11 +124,13 @@ static int read_tls_image(const char *exe, struct tls_image *img)
 				img->align = ph.p_align;
 			}
 		}
-		if (img->memsz)
-			scan_symtab(e, img);
 	}
 	elf_end(e);
 	close(fd);
+	if (img->memsz) {
+		elf_symtab_each(symbols, STT_TLS, add_sym, img);
+		qsort(img->syms, img->nsyms, sizeof(img->syms[0]), by_rank);
+	}
 	return 0;
 }
 
@@ -438,7 +419,7 @@ void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct
 	memset(out, 0, sizeof(*out));
 	out->context_word = out->worker_word = -1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (read_tls_image(t->exe_link, &img) || !img.nsyms) {
+	if (read_tls_image(t->exe_link, target_symbols_file(t), &img) || !img.nsyms) {
 		out->status = "no_tls_symbol";
 		return;
 	}

@@ -28,6 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (elf_file_open_mem(data, size, &ef))
 		return 0;
 	sink += elf_file_has_symtab(ef) + elf_file_type(ef);
+	{
+		const char *link;
+		uint32_t crc;
+
+		if (!elf_file_debuglink(ef, &link, &crc))
+			sink += strlen(link) + crc;
+	}
 	n = elf_file_build_id(ef, &id);
 	if (n > ELF_BUILD_ID_MAX)
 		abort();
