@@ -44,8 +44,8 @@
 #define LEAN_SETTLED 12
 #define LEAN_EVERY_LATE 16
 /* A lean window is no shorter than this, whatever the duty: its count of polls sets how
- * precise the hit's measured cost is, and sampling windows of 1 ms (duty 0.1%) left a 7 s run
- * with a third fewer lean polls than the 2 ms floor did (one test run measured 38% low). */
+ * precise the hit's measured cost is, and windows of 1 ms (duty 0.1%) leave a short run with
+ * too few lean polls to price a hit. */
 #define LEAN_MIN_WINDOW_NS 2000000ULL
 /* Polls each kind of window must have seen before the measured cost is used. */
 #define LEAN_MIN_POLLS 500.0
@@ -107,8 +107,8 @@ static int on_kept_alarm(void *ctx, void *data, size_t size)
  * windows it also checks the kept probes' hits (kept_check): when one of them is hit (the BPF
  * program's kept_alarm wakes this thread), at most every KEPT_CHECK_NS. A thread that woke
  * every 50 ms to look at the counts cost the target more than the counts did: each wakeup of
- * this realtime thread preempts a worker (~0.8 ms/s in a steady-state A/B at 99 Hz). Without
- * the alarm (its ring buffer could not be made), it looks every KEPT_CHECK_NS as before.
+ * this realtime thread preempts a worker. Without the alarm (its ring buffer could not be
+ * made), it looks every KEPT_CHECK_NS.
  */
 static bool sleep_until(struct arming *a, uint64_t t)
 {
@@ -299,7 +299,7 @@ static void disarm(struct arming *a)
 	/* Synchronously: removing probes holds the target's mmap lock for writing, and a trap
 	 * on a probe still in place then waits for it. A window opened while an earlier one is
 	 * still being torn down sees the target slowed down, and fewer transitions than it
-	 * should: estimates came out 20-25% low that way. */
+	 * should: estimates would be low. */
 	detach_probes(&a->links);
 	if (a->kept.n)
 		set_window_kept(a, 0, 0, a->duty, 0, false, true);
@@ -335,9 +335,9 @@ static void kept_rebuild(struct arming *a)
 }
 
 /*
- * Probes not hit in recent windows stay in place between windows: a window used to put in and
- * take out every armed probe (~30 on the demo, most never hit there), and each breakpoint
- * written costs a TLB shootdown, an IPI to the target's cores, both ways. A kept probe costs
+ * Probes not hit in recent windows stay in place between windows: putting in and taking out
+ * every armed probe for each window (~30 on the demo, most never hit there) would cost, for
+ * each breakpoint written, a TLB shootdown, an IPI to the target's cores, both ways. A kept probe costs
  * only its hits, which are counted and priced like any other. Their poll ends are not taken
  * (d9_arming.kept_only), and a poll entered outside a window is no eligible transition, so
  * nothing sampled depends on them. Worker park probes are never kept: the gate's busy and
@@ -519,10 +519,10 @@ double arming_hit_cost_ns(struct arming *a)
  * b = u + h x c in a sampling window and in a lean one alike (u, the target's own work per poll;
  * h, hits per poll), and a lean window differs only by leaving out the park-point probes, so
  * c = (b_full - b_lean) / (h_full - h_lean). u is the same in both only for polls of one kind:
- * the program counts polls of tasks resumed from a yield (with every kind, the probes' heavier
- * thinning of those long polls in sampling windows read 4.5-5.1 us on the mix demo where probing
- * every poll cost 5.5 us per hit), and leaves out those near a capture (its cache footprint
- * read 6.5-7.2 us at 400 Hz). Unlike the calibration on the tool's own function,
+ * the program counts polls of tasks resumed from a yield (with every kind, the probes thin out
+ * the long polls more in sampling windows than in lean ones, which reads low), and leaves out
+ * those near a capture (a capture's cache footprint reads high). Unlike the calibration on
+ * the tool's own function,
  * this includes what the trap costs amid the target's work (its caches, the real program) and
  * what the target's code then runs slower: on the hot demo the calibration priced a hit at
  * 5.21 us where the target paid 5.87 us, and the CPU-bound correction is that sensitive.

@@ -3,56 +3,15 @@
  * Bounds what the per-poll probes cost the target. A uprobe costs its hit whatever the BPF
  * program decides, so the sampling budget alone cannot bound the overhead of probing every
  * poll. Instead the per-poll probes are attached only during randomly placed windows covering
- * a fraction `duty` of each second; duty = budget x target CPU / cost of an armed second, with
- * the cost from probe hits x the measured cost of one hit. Eligible transitions are only those
- * inside windows, and each sample's inclusion probability is duty x p, so estimates stay
- * unbiased: window placement is random (uniform over each slot, wrapping inside the slot), so
- * every instant is covered with probability exactly duty.
+ * a fraction `duty` of each second (planned in duty.c), and each sample's inclusion
+ * probability is duty x p: window placement is uniform over each slot, so every instant is
+ * covered with probability exactly duty and estimates stay unbiased.
  *
- * The budget is a ceiling, not a target: duty is also capped at what the samples need
- * (windows seeing 16 eligible transitions per worker for each sample up to 10 Hz, and
- * max(160, 2 x hz) above, from the last epoch's in-window count, floor 0.05%), so a busy
- * worker, whose budget duty would see thousands of transitions for 10 samples, pays a
- * fraction of the budget.
- *
- * The budget covers probe hits (hits x the calibrated trap cost + the program's measured run
- * time) and the tool's own CPU (an attach and detach per window, reading samples), which a
- * target using every core pays for as much. While a window is open the loader neither wakes
- * up for samples (they are submitted without wakeups) nor reads them: doing so took a core
- * from a worker exactly while transitions were counted, and halved the CPU-bound tasks' count.
- *
- * Inside windows the probes slow a saturated worker (x2-x7 CPU per poll on the demo's 3.5 us
- * polls, depending on the machine's trap cost). The time they take would have gone to the
- * tasks that resumed from a yield, whose resumes come at the rate the worker runs; the
- * probabilities of those samples are corrected by it (collector.c, collector_slowdown), those of
- * tasks woken by timers or other tasks are not. Mix demo at hz 400: timers and channels
- * within 20%, CPU-bound 0.64-0.99 in 10 s runs, 0.90 on a stationary mix (with
- * --overhead-budget 100, probes always attached: within 4%). Known limit: where hits take
- * most of a window (the hot demo, ~90% of it) the factor is a small difference of large
- * numbers, 1% off in the hit's cost moves it by ~13% (metadata: cost_sensitivity_median), and
- * CPU-bound tasks there came out at 1.02-1.75 of their count, median 1.20 (0.48-0.59 at the
- * calibrated cost).
- *
- * A hit is priced at its cost inside the target, measured there: some extra windows leave
- * the park-point probes out and sample nothing ("lean" windows, in each of the first three
- * epochs and then every fourth), and busy time per poll against hits per poll, lean against
- * sampling windows, gives the cost of a hit with the target's caches and its real program
- * (target_hit_cost). On the hot demo it found 6378 ns where probing every poll cost 6329 ns
- * per hit and the calibration on the tool's own function said 5711 ns; before it, the
- * tool's estimate of its own cost was a third low there, and CPU-bound estimates 0.5.
- *
- * Every hit is priced, in the gate or not (attaching, settling, removal), so what a window
- * costs beyond its gate is in the estimate; keeping it small took two things (measured on
- * the hot demo, bench/RESULTS.md): the arming thread runs SCHED_FIFO, or it woke 15-40 ms
- * late to remove the probes of a 3 ms gate; and the most hit probes are removed first, one
- * link after the other (attach.c), or removal took 30-60 ms with every hit waiting on the
- * target's mmap lock. The target then paid ~3x the budget; now it pays about the estimate.
- *
- * Only the probes hit in recent windows are put in and taken out for each window. The others
- * (most of them: ~29 of ~37 on the hot demo) stay in place in a kept link, since each
- * breakpoint written costs a TLB shootdown both ways; their hits between windows are priced
- * like any other, and one whose hits cost more than 2% of the budget leaves the kept link at
- * the next check, 50 ms at most between windows (kept_update, kept_check).
+ * This file runs the schedule in a SCHED_FIFO thread (so that it removes probes on time on a
+ * target that keeps every core busy): windows, "lean" windows that measure a hit's cost
+ * inside the target, and kept probes (rarely hit probes left in place between windows, since
+ * every breakpoint written costs a TLB shootdown). docs/design.md, "Armed windows and the cost
+ * model", explains each part and why.
  */
 #ifndef D9_ARMING_H
 #define D9_ARMING_H
