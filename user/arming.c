@@ -337,8 +337,8 @@ static void kept_rebuild(struct arming *a)
 /*
  * Probes not hit in recent windows stay in place between windows: putting in and taking out
  * every armed probe for each window (~30 on the demo, most never hit there) would cost, for
- * each breakpoint written, a TLB shootdown, an IPI to the target's cores, both ways. A kept probe costs
- * only its hits, which are counted and priced like any other. Their poll ends are not taken
+ * each breakpoint written, a TLB shootdown, an IPI to the target's cores, both ways. A kept probe
+ * costs only its hits, which are counted and priced like any other. Their poll ends are not taken
  * (d9_arming.kept_only), and a poll entered outside a window is no eligible transition, so
  * nothing sampled depends on them. Worker park probes are never kept: the gate's busy and
  * idle accounting takes a thread's first span in a window as idle after one. Runs between
