@@ -14,7 +14,8 @@ import time
 import traceback
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TOOL = os.path.join(ROOT, "build", "dial9-bpf")
+# D9_TOOL runs another build (e.g. an earlier commit's) through the same checks.
+TOOL = os.environ.get("D9_TOOL") or os.path.join(ROOT, "build", "dial9-bpf")
 DEMO_FP = os.path.join(ROOT, "build", "demo-fp")
 DEMO_NOFP = os.path.join(ROOT, "build", "demo-nofp")
 
