@@ -35,6 +35,7 @@
 #include <time.h>
 #include "perf_format.h"
 #include "unwind_dwarf.h"
+#include "util_clock.h"
 
 #define MAX_PCS 128 /* perf's default --max-stack is 127 */
 #define MAX_INLINE 64
@@ -47,10 +48,7 @@ struct raw_rec {
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)mono_ns() / 1e9;
 }
 
 static uint8_t *read_file(const char *path, size_t *len)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "options.h"
 #include "target.h"
+#include "util_clock.h"
 #include "writer.h"
 
 #define NWORKERS 4
@@ -203,10 +204,7 @@ static void make_sample(uint64_t i, struct task_sample *s)
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)mono_ns() / 1e9;
 }
 
 static uint64_t dir_bytes(const char *dir)

@@ -11,6 +11,7 @@
 #include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
+#include "util_clock.h"
 
 #define CALIB_CALLS 4000
 /* A single-stepped hit costs ~30x an emulated one (13-14 us against ~0.4 us on this project's
@@ -30,14 +31,6 @@ __asm__(".text\n"
 	"d9_calib_xol:\n\tsub $8,%rsp\n\tlea 1(%rdi),%eax\n\tadd $8,%rsp\n\tret\n"
 	".size d9_calib_xol, .-d9_calib_xol\n");
 
-static double thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* Thread CPU time, not wall time: the trap is charged to the calling thread, and other load
  * on the machine does not change it. Best of three against scheduler noise. */
 static double time_calls(int (*fn)(int), int calls)
@@ -45,12 +38,12 @@ static double time_calls(int (*fn)(int), int calls)
 	double best = 1e30;
 
 	for (int r = 0; r < 3; r++) {
-		double t0 = thread_cpu_ns();
+		double t0 = (double)thread_cpu_ns();
 		int x = 0;
 
 		for (int i = 0; i < calls; i++)
 			x = fn(x);
-		double dt = thread_cpu_ns() - t0;
+		double dt = (double)thread_cpu_ns() - t0;
 		if (x == calls && dt < best)
 			best = dt;
 	}

@@ -50,6 +50,8 @@
 #include "out_dir.h"
 #include "privs.h"
 #include "target.h"
+#include "util_clock.h"
+#include "util_proc.h"
 
 #define POLL_MS 250
 /* No new profile this close to the end: it would not get past its start (~1 s). */
@@ -121,14 +123,6 @@ static void on_signal(int sig)
 {
 	last_signal = sig;
 	nsignals++;
-}
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* Grows an array of elem-sized items to hold one more; false when out of memory. */
@@ -666,7 +660,6 @@ static int start_profile(struct watch *w, int pid, const char *rel)
 	struct profile *p;
 	int fds[2], n = 1;
 	pid_t child;
-	FILE *f;
 
 	if (!grow((void **)&w->prof, &w->profcap, w->nprof, sizeof(*w->prof))) {
 		fprintf(stderr, "dial9-bpf: failed to allocate: %s\n", strerror(ENOMEM));
@@ -689,13 +682,7 @@ static int start_profile(struct watch *w, int pid, const char *rel)
 	p->cgroup = malloc(strlen(w->cgroup) + strlen(rel) + 1);
 	if (p->cgroup)
 		strcat(strcpy(p->cgroup, w->cgroup), rel);
-	snprintf(link, sizeof(link), "/proc/%d/comm", pid);
-	f = fopen(link, "re");
-	if (f) {
-		if (fgets(p->comm, sizeof(p->comm), f))
-			p->comm[strcspn(p->comm, "\n")] = 0;
-		fclose(f);
-	}
+	read_comm(pid, (uint32_t)pid, p->comm, sizeof(p->comm));
 	p->started_real_ns = now_ns(CLOCK_REALTIME);
 	snprintf(p->stop_reason, sizeof(p->stop_reason), "running");
 	w->nprof++;

@@ -10,6 +10,8 @@
 #include "symbolize.h"
 #include "unwind_dwarf.h"
 #include "target.h"
+#include "util_hash.h"
+#include "util_proc.h"
 
 #define MAX_INLINE 16
 #define MAX_PENDING 4096
@@ -90,20 +92,6 @@ void collector_init(struct collector *c, int pid, struct writer *writers, size_t
 	c->open_epoch_ctx = ctx;
 }
 
-static void read_comm(int pid, uint32_t tid, char comm[17])
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(comm, 17, f))
-		comm[strcspn(comm, "\n")] = 0;
-	fclose(f);
-}
-
 struct worker_info *collector_worker(struct collector *c, uint64_t key)
 {
 	struct worker_info *w;
@@ -126,7 +114,7 @@ struct worker_info *collector_worker(struct collector *c, uint64_t key)
 	w->index = (int)c->nworkers++;
 	if (key & D9_WORKER_TID_FLAG) {
 		w->tid = (uint32_t)key;
-		read_comm(c->pid, w->tid, w->comm);
+		read_comm(c->pid, w->tid, w->comm, sizeof(w->comm));
 	}
 	return w;
 }
@@ -139,7 +127,7 @@ void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid)
 		return;
 	w->from_tls = true;
 	w->tid = tid;
-	read_comm(c->pid, tid, w->comm);
+	read_comm(c->pid, tid, w->comm, sizeof(w->comm));
 }
 
 const char *collector_worker_detection(const struct worker_info *w)
@@ -374,7 +362,7 @@ int collector_handle(void *ctx, void *data, size_t size)
 			return -ENOMEM;
 		w->from_worker_run = true;
 		w->tid = ws->tid;
-		read_comm(c->pid, ws->tid, w->comm);
+		read_comm(c->pid, ws->tid, w->comm, sizeof(w->comm));
 		return 0;
 	}
 	default:
@@ -441,20 +429,12 @@ double collector_woken_factor(const struct worker_info *w, const struct d9_gate_
 	return f < SLOWDOWN_FLOOR ? SLOWDOWN_FLOOR : f > 1.0 ? 1.0 : f;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
 /* floor(x) plus one with probability frac(x): an integer whose expectation is x. The draw is
  * a hash of the sample so that reruns of the same input write the same weights. */
 static uint64_t stochastic_round(double x, uint64_t h)
 {
 	double fl = (double)(uint64_t)x;
-	double u = (double)(mix64(h) >> 11) * 0x1.0p-53;
+	double u = (double)(splitmix64(h) >> 11) * 0x1.0p-53;
 
 	return (uint64_t)fl + (u < x - fl ? 1 : 0);
 }
@@ -514,7 +494,7 @@ static struct run_thread *note_thread(struct collector *c, uint32_t tid, int wor
 	t->pid = (uint32_t)c->pid;
 	t->tid = tid;
 	t->worker = worker;
-	read_comm(c->pid, tid, t->comm);
+	read_comm(c->pid, tid, t->comm, sizeof(t->comm));
 	read_ns_ids(c->pid, tid, &t->ns_pid, &t->ns_tid);
 	return t;
 }

@@ -65,6 +65,7 @@
 #include "proc_maps.h"
 #include "symbolize.h"
 #include "target.h"
+#include "util_proc.h"
 #include "writer.h"
 
 _Static_assert(sizeof(struct perf_event_attr) >= D9_PERF_ATTR_SIZE, "perf_event_attr too small");
@@ -310,21 +311,6 @@ static void write_comm(struct perf_writer *pw, uint32_t pid, uint32_t tid, const
 	emit(pw, &r, PERF_RECORD_COMM, 0);
 }
 
-static void read_comm(uint32_t pid, uint32_t tid, char *buf, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(buf, len, "unknown");
-	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(buf, (int)len, f))
-		buf[strcspn(buf, "\n")] = 0;
-	fclose(f);
-}
-
 /*
  * Names the thread after the worker it runs from this sample on. Workers move between threads
  * (block_in_place hands the worker to another thread), so the name changes over time: a COMM at
@@ -343,8 +329,8 @@ static void note_worker_thread(struct perf_writer *pw, const struct task_sample 
 	pw->comm_cache[slot].worker = s->worker;
 	if (s->worker >= 0)
 		snprintf(name, sizeof(name), "tokio-w%d", s->worker);
-	else
-		read_comm(s->pid, s->tid, name, sizeof(name));
+	else if (read_comm((int)s->pid, s->tid, name, sizeof(name)))
+		snprintf(name, sizeof(name), "unknown");
 	write_comm(pw, s->pid, s->tid, name, s->timestamp_ns);
 }
 
