@@ -137,7 +137,8 @@ $(BUILD)/fuzz:
 	@mkdir -p $@
 
 # Sources a target's file needs besides itself.
-FUZZ_DEPS_report := user/out_dir.c
+FUZZ_DEPS_report := user/out_dir.c user/report_meta.c user/report_print.c user/report_procs.c \
+		    user/report_read.c user/report_stacks.c
 
 .SECONDEXPANSION:
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c user/%.c $$(FUZZ_DEPS_$$*) $(wildcard user/*.h) | $(BUILD)/fuzz
