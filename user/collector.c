@@ -524,22 +524,15 @@ static void sample_runtime(struct collector *c, const struct d9_sample *s, struc
 		r->first_worker = ts->worker;
 }
 
-static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
+/* The sample's program counters, innermost first: the DWARF unwind of its raw stack copy when
+ * that found more than the frame-pointer chain, else the chain with the leaf on top. */
+static const uint64_t *sample_pcs(struct collector *c, const struct d9_sample *s,
+				  const struct raw_copy *raw, uint64_t *dwarf_pcs,
+				  uint64_t *leaf_pcs, size_t *nframes)
 {
-	struct worker_info *w = collector_worker(c, s->worker);
-	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
-	struct task_frame frames[MAX_FRAMES_OUT];
-	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
-	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
 	const uint64_t *pcs = (const uint64_t *)s->stack;
-	struct task_sample ts = {};
-	struct task_type *type;
-	struct run_thread *rt;
-	struct d9_gate_time gate;
-	double slowdown;
-	size_t n = 0;
-	bool capped;
 
+	*nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
 	if (c->unw && raw) {
 		struct unwind_regs regs = {.ip = raw->ip, .sp = raw->sp, .bp = raw->bp};
 		enum unwind_stop stop = UNWIND_ERROR;
@@ -548,24 +541,33 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		unwinder_unwind(c->unw, &regs, raw->data, raw->len, dwarf_pcs, D9_MAX_STACK_DEPTH,
 				&npcs, &stop);
 		c->unwind_stops[stop < UNWIND_STATS ? stop : UNWIND_STATS - 1]++;
-		c->frames_fp += nframes;
+		c->frames_fp += *nframes;
 		c->frames_dwarf += npcs;
 		c->samples_dwarf++;
 		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). The
 		 * raw copy starts in the leaf (its registers are as at its entry). */
-		if (npcs >= nframes + (s->leaf_ip != 0)) {
+		if (npcs >= *nframes + (s->leaf_ip != 0)) {
 			pcs = dwarf_pcs;
-			nframes = npcs;
+			*nframes = npcs;
 		}
 	}
 	/* A frame-pointer chain taken at the leaf's return starts at its call site: the leaf
 	 * goes on top. */
-	if (s->leaf_ip && nframes && pcs == (const uint64_t *)s->stack) {
+	if (s->leaf_ip && *nframes && pcs == (const uint64_t *)s->stack) {
 		leaf_pcs[0] = s->leaf_ip;
-		memcpy(leaf_pcs + 1, pcs, nframes * sizeof(*pcs));
+		memcpy(leaf_pcs + 1, pcs, *nframes * sizeof(*pcs));
 		pcs = leaf_pcs;
-		nframes++;
+		(*nframes)++;
 	}
+	return pcs;
+}
+
+/* Names the pcs, inlined calls expanded; returns the number of frames. */
+static size_t symbolize_frames(struct collector *c, const uint64_t *pcs, size_t nframes,
+			       struct task_frame *frames)
+{
+	size_t n = 0;
+
 	for (size_t i = 0; i < nframes && n < MAX_FRAMES_OUT; i++) {
 		struct inline_frame inl[MAX_INLINE];
 		struct sym_info si = {};
@@ -584,6 +586,66 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 			    si.module, si.file_offset,
 			    false,     false};
 	}
+	return n;
+}
+
+/* The inclusion probability as the run's cost corrected it, and the weights it gives. */
+static void sample_weights(struct collector *c, const struct d9_sample *s, struct worker_info *w,
+			   struct task_sample *ts)
+{
+	struct d9_gate_time gate;
+	double slowdown;
+	bool capped;
+
+	epoch_view(c, w, s->epoch, &capped, &slowdown, &gate);
+	ts->prob = (double)s->prob / (double)D9_PROB_ONE;
+	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
+		ts->prob *= slowdown;
+	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
+		ts->prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
+	if (!(ts->prob > 0))
+		ts->prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
+	ts->capped = (s->flags & D9_SF_CAPPED) || capped;
+	ts->weight_count =
+	    stochastic_round(1.0 / ts->prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
+	ts->idle_known = s->flags & D9_SF_IDLE_KNOWN;
+	ts->weight_idle_ns =
+	    ts->idle_known
+		? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts->prob + 0.5)
+		: 0;
+}
+
+static void count_sample(struct collector *c, const struct task_sample *ts, struct worker_info *w,
+			 const struct d9_sample *s)
+{
+	for (size_t i = 0; i < c->nwriters; i++)
+		if (c->writers[i].sample(&c->writers[i], ts))
+			c->write_errors++;
+	c->samples_written++;
+	if (ts->nframes)
+		c->samples_with_stack++;
+	if (s->stack_bytes < 0)
+		c->samples_stack_errors++;
+	if (ts->task_id_ok)
+		c->samples_task_id_ok++;
+	if (w)
+		w->samples++;
+}
+
+static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
+{
+	struct worker_info *w = collector_worker(c, s->worker);
+	struct task_frame frames[MAX_FRAMES_OUT];
+	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
+	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
+	struct task_sample ts = {};
+	struct task_type *type;
+	struct run_thread *rt;
+	const uint64_t *pcs;
+	size_t n;
+
+	pcs = sample_pcs(c, s, raw, dwarf_pcs, leaf_pcs, &n);
+	n = symbolize_frames(c, pcs, n, frames);
 	type = c->types && s->task_vtable ? task_types_find(c->types, s->task_vtable) : NULL;
 	if (type) {
 		ts.future = type->name;
@@ -591,7 +653,6 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		if (c->task_root && n < MAX_FRAMES_OUT)
 			frames[n++] = (struct task_frame){.name = type->root, .task_root = true};
 	}
-	nframes = n;
 	ts.timestamp_ns = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
 	ts.pid = s->pid;
 	ts.tid = s->tid;
@@ -600,20 +661,12 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
 	sample_runtime(c, s, &ts);
 	ts.task_id = s->task_id;
-	epoch_view(c, w, s->epoch, &capped, &slowdown, &gate);
-	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
-	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
-		ts.prob *= slowdown;
-	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
-		ts.prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
-	if (!(ts.prob > 0))
-		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
+	sample_weights(c, s, w, &ts);
 	ts.epoch = s->epoch;
 	ts.window = (s->flags & D9_SF_WINDOWED) ? s->window : 0;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
 	ts.poll_end_ns = s->poll_end_ns;
-	ts.capped = (s->flags & D9_SF_CAPPED) || capped;
 	ts.outcome = (s->flags & D9_SF_COMPLETE)  ? "complete"
 		     : (s->flags & D9_SF_PENDING) ? "pending"
 						  : "unknown";
@@ -621,31 +674,13 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.park_decided = park_decided_name(s->park_how);
 	ts.also_pending = s->also_pending;
 	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
-	ts.weight_count =
-	    stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
-	ts.idle_known = s->flags & D9_SF_IDLE_KNOWN;
-	ts.weight_idle_ns =
-	    ts.idle_known ? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts.prob + 0.5)
-			  : 0;
-	ts.nframes = nframes;
+	ts.nframes = n;
 	ts.frames = frames;
 	ts.raw = raw;
 	rt = note_thread(c, s->tid, ts.worker);
 	ts.ns_pid = rt ? rt->ns_pid : s->pid;
 	ts.ns_tid = rt ? rt->ns_tid : s->tid;
-
-	for (size_t i = 0; i < c->nwriters; i++)
-		if (c->writers[i].sample(&c->writers[i], &ts))
-			c->write_errors++;
-	c->samples_written++;
-	if (nframes)
-		c->samples_with_stack++;
-	if (s->stack_bytes < 0)
-		c->samples_stack_errors++;
-	if (ts.task_id_ok)
-		c->samples_task_id_ok++;
-	if (w)
-		w->samples++;
+	count_sample(c, &ts, w, s);
 }
 
 void collector_flush(struct collector *c, uint64_t now_ns, bool final)
