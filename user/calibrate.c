@@ -14,9 +14,9 @@
 #include "util_clock.h"
 
 #define CALIB_CALLS 4000
-/* A single-stepped hit costs ~30x an emulated one (13-14 us against ~0.4 us on this project's
- * VMs): 4000 of them, three times over, took ~0.16 s of the tool's CPU at every start, most of
- * what a 10 s profile cost the target. 500 still time several ms per round. */
+/* A single-stepped hit costs some 30 times an emulated one, so as many of them as
+ * CALIB_CALLS would make the calibration most of a short profile's cost; 500 still take
+ * several milliseconds a round, enough to time. */
 #define CALIB_CALLS_XOL 500
 
 /* The probed functions, in assembly so their first instruction is known: the cost of a hit
@@ -98,7 +98,8 @@ int calibrate_probe_cost(struct sampler_bpf *skel, bool multi, bool need_xol,
 	double push, xol;
 	int err;
 
-	/* Conservative defaults, of the order measured on this project's VMs. */
+	/* For when the calibration cannot run: high for an emulated hit, of the order of a
+	 * single-stepped one. */
 	cost->entry_ns = 3000;
 	cost->xol_ns = 6000;
 	cost->measured = false;

@@ -191,14 +191,14 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
  * polls (gate.clock_ns) and the CPU-limited polls' own hits: factor = useful / (useful +
  * lost). Time the worker's thread waited for a CPU while other threads ran (gate.wait_ns,
  * the kernel's run_delay) is in none of these: it is lost with or without probes, and counted
- * as useful it made the factor too high. Stack captures and sample writes (gate.capture_ns,
- * measured by the program) are lost time too, per sample rather than per hit. On the mix demo,
- * whose block_in_place thread keeps a third thread busy on two cores, workers wait 10-17% of the
- * time; in runs whose windows met such waits, CPU-bound estimates came out 0.07-0.09 higher with
- * them left out. Windowed inclusion probabilities of yielded tasks are multiplied by the factor, so
- * that estimates are of the target as it runs without probes. One factor per worker per epoch: it
- * assumes the CPU-limited tasks share the loss as they share the worker, and a task that the
- * cooperative budget forces to yield through a resource (no yield_now) counts as clock-driven.
+ * as useful it would make the factor too high. Stack captures and sample writes (gate.capture_ns,
+ * measured by the program) are lost time too, per sample rather than per hit. On a machine with
+ * more runnable threads than cores such waits are a real share of a worker's time, and leaving
+ * them out would overstate CPU-bound estimates. Windowed inclusion probabilities of yielded tasks
+ * are multiplied by the factor, so that estimates are of the target as it runs without probes. One
+ * factor per worker per epoch: it assumes the CPU-limited tasks share the loss as they share the
+ * worker, and a task that the cooperative budget forces to yield through a resource (no yield_now)
+ * counts as clock-driven.
  */
 /* The two terms of the factor: the CPU-limited tasks' useful time and the lost time. */
 static void slowdown_terms(const struct d9_gate_time *g, double hit_cost_ns, double *useful,
@@ -406,8 +406,8 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
  * time over the waits as seen, pooled over the worker's closed epochs (this one's alone when
  * none has any: one epoch has few whole waits); 1 when no wait was seen whole. The worker's s
  * does not serve here: it prices the hits of a yielding task's own polls, and a chain of tiny
- * polls is slowed far more (on a 1-worker runtime with a producer paced by a 1 ms sleep,
- * channel tasks came out at 0.51-0.65 of their count uncorrected, at 2-4 corrected by s).
+ * polls is slowed far more than one poll's hits (a channel task fed by a producer paced by a
+ * clock is underestimated uncorrected and overestimated corrected by s).
  */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
 			      double hit_cost_ns)

@@ -23,11 +23,11 @@
  * empty; no attr bit or command-line option picks one of the two, so a single record would
  * show every stack twice, ours above perf's. The event exists only in files with raw stacks:
  * the attrs and ids of all three are reserved at open, and finish() declares task-sample-raw
- * only if it has records, so fp-mode files declare two events as before (their data just
- * starts 152 bytes later). A dump is capped at D9_PERF_STACK_DUMP_MAX (keeping the end at sp)
- * so the record stays under 64 KiB. task-sample-raw totals equal task-sample's over the samples
- * that had a raw stack, which in dwarf mode is normally all of them: compare the events per
- * (tid, time), never add them up.
+ * only if it has records, so fp-mode files declare two events (their data just starts 152
+ * bytes later, after the unused reservation). A dump is capped at D9_PERF_STACK_DUMP_MAX (keeping
+ * the end at sp) so the record stays under 64 KiB. task-sample-raw totals equal task-sample's over
+ * the samples that had a raw stack, which in dwarf mode is normally all of them: compare the events
+ * per (tid, time), never add them up.
  *
  * Metadata. Each sample carries PERF_SAMPLE_RAW with a NUL-terminated text such as
  * "worker=0 task_id=12 p=0.0123 epoch=... idle_ns=... capped=0 outcome=pending park=leaf",
