@@ -196,8 +196,8 @@ bench-unwind: $(BUILD)/bench-unwind
 .PHONY: bench-unwind
 
 # A spinning, deep-stacked target for perf's in-thread cost (frame pointers kept for perf -g).
-$(BUILD)/gapmeter: tools/gapmeter.c | $(BUILD)
-	$(CC) $(CFLAGS) -fno-omit-frame-pointer $< -lpthread -o $@
+$(BUILD)/gapmeter: tools/gapmeter.c user/util_clock.c | $(BUILD)
+	$(CC) $(CFLAGS) -fno-omit-frame-pointer -Iuser $^ -lpthread -o $@
 
 # perf record's cost inside the threads it samples, interleaved with unprofiled segments:
 # bench/RESULTS.md, "perf's cost in the target". Root; BENCH_ARGS=-h lists the options.
