@@ -97,8 +97,8 @@ static void on_signal(int sig)
 	exiting = sig;
 }
 
-/* libbpf's debug level carries the verifier's log: shown with -v, so a rejected program can
- * be read; hidden otherwise. */
+/* libbpf's debug level (object loading, relocations, the verifier's log of every program it
+ * loads): shown with -v, so a rejection can be followed; hidden otherwise. */
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
 	if (level == LIBBPF_DEBUG && !libbpf_verbose)
@@ -358,8 +358,8 @@ static int setup_bpf(struct record *r)
 	if (err) {
 		fprintf(stderr,
 			"dial9-bpf: failed to load BPF programs: %s: check that the kernel "
-			"supports BPF ring buffers and uprobes (5.15+)%s\n",
-			strerror(-err), o->verbose ? "" : "; -v shows the verifier's log");
+			"supports BPF ring buffers and uprobes (5.15+)\n",
+			strerror(-err));
 		return 1;
 	}
 	park_outcome_load(r->skel, r->t);
