@@ -97,8 +97,8 @@ static void on_signal(int sig)
 	exiting = sig;
 }
 
-/* libbpf's debug level (object loading, relocations, the verifier's log of every program it
- * loads): shown with -v, so a rejection can be followed; hidden otherwise. */
+/* libbpf's debug messages (how the object was opened, relocated and loaded): shown with -v,
+ * so a rejected load can be followed step by step; hidden otherwise. */
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
 	if (level == LIBBPF_DEBUG && !libbpf_verbose)
