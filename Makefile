@@ -137,7 +137,8 @@ $(BUILD)/fuzz:
 	@mkdir -p $@
 
 # Sources a target's file needs besides itself.
-FUZZ_DEPS_report := user/out_dir.c
+FUZZ_DEPS_report := user/out_dir.c user/report_meta.c user/report_print.c user/report_procs.c \
+		    user/report_read.c user/report_stacks.c
 
 .SECONDEXPANSION:
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c user/%.c $$(FUZZ_DEPS_$$*) $(wildcard user/*.h) | $(BUILD)/fuzz
@@ -196,8 +197,8 @@ bench-unwind: $(BUILD)/bench-unwind
 .PHONY: bench-unwind
 
 # A spinning, deep-stacked target for perf's in-thread cost (frame pointers kept for perf -g).
-$(BUILD)/gapmeter: tools/gapmeter.c | $(BUILD)
-	$(CC) $(CFLAGS) -fno-omit-frame-pointer $< -lpthread -o $@
+$(BUILD)/gapmeter: tools/gapmeter.c user/util_clock.c | $(BUILD)
+	$(CC) $(CFLAGS) -fno-omit-frame-pointer -Iuser $^ -lpthread -o $@
 
 # perf record's cost inside the threads it samples, interleaved with unprofiled segments:
 # bench/RESULTS.md, "perf's cost in the target". Root; BENCH_ARGS=-h lists the options.

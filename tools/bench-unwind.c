@@ -35,6 +35,7 @@
 #include <time.h>
 #include "perf_format.h"
 #include "unwind_dwarf.h"
+#include "util_clock.h"
 
 #define MAX_PCS 128 /* perf's default --max-stack is 127 */
 #define MAX_INLINE 64
@@ -47,10 +48,7 @@ struct raw_rec {
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)mono_ns() / 1e9;
 }
 
 static uint8_t *read_file(const char *path, size_t *len)
@@ -232,16 +230,76 @@ static void print_pass(const char *name, const struct pass *p, size_t n)
 	       (double)p->inlined / (double)n, (double)p->nodebug / (double)n);
 }
 
+/* The task-sample-raw records of a perf.data held in buf. Returns them (NULL with *nrecs set
+ * when out of memory), with the count of every sample and the stack bytes of the records. */
+static struct raw_rec *collect_raw(const uint8_t *buf, const struct d9_perf_header *h,
+				   size_t *nrecs, size_t *nsamples, size_t *stack_bytes)
+{
+	struct raw_rec *recs = NULL;
+	size_t cap = 0;
+
+	for (size_t off = h->data.offset;
+	     off + sizeof(struct perf_event_header) <= h->data.offset + h->data.size;) {
+		const struct perf_event_header *eh = (const void *)(buf + off);
+
+		if (eh->size < sizeof(*eh))
+			break;
+		if (eh->type == PERF_RECORD_SAMPLE && eh->size >= sizeof(*eh) + 8) {
+			const uint8_t *body = buf + off + sizeof(*eh);
+
+			(*nsamples)++;
+			if (get_u64(body) == D9_PERF_EVENT_ID(D9_PERF_EV_SAMPLE_RAW)) {
+				if (*nrecs == cap) {
+					cap = cap ? 2 * cap : 1024;
+					recs = realloc(recs, cap * sizeof(*recs));
+					if (!recs)
+						return NULL;
+				}
+				if (!parse_raw(body, eh->size - sizeof(*eh), &recs[*nrecs])) {
+					*stack_bytes += recs[*nrecs].stack_len;
+					(*nrecs)++;
+				}
+			}
+		}
+		off += eh->size;
+	}
+	return recs;
+}
+
+/* repeat passes over the records with the unwinder's caches warm; prints their mean. */
+static void warm_passes(struct unwinder *u, const struct raw_rec *recs, size_t nrecs, int repeat)
+{
+	struct pass warm, sum = {};
+
+	for (int r = 0; r < repeat; r++) {
+		run_pass(u, recs, nrecs, &warm);
+		sum.secs += warm.secs;
+		sum.pcs += warm.pcs;
+		sum.frames += warm.frames;
+		sum.inlined += warm.inlined;
+		sum.nodebug += warm.nodebug;
+	}
+	if (repeat <= 0)
+		return;
+	sum.pcs /= (uint64_t)repeat;
+	sum.frames /= (uint64_t)repeat;
+	sum.inlined /= (uint64_t)repeat;
+	sum.nodebug /= (uint64_t)repeat;
+	sum.secs /= repeat;
+	print_pass("warm", &sum, nrecs);
+	printf("      (mean of %d passes)\n", repeat);
+}
+
 int main(int argc, char **argv)
 {
 	int repeat = 10, opt, pid;
 	const char *raw_out = NULL;
 	uint8_t *buf;
-	size_t len, nrecs = 0, cap = 0, nsamples = 0, stack_bytes = 0;
+	size_t len, nrecs = 0, nsamples = 0, stack_bytes = 0;
 	struct raw_rec *recs = NULL;
 	struct d9_perf_header h;
 	struct unwinder *u;
-	struct pass cold, warm, sum;
+	struct pass cold;
 	struct rusage ru;
 	double t0, t_new;
 
@@ -257,13 +315,15 @@ int main(int argc, char **argv)
 			raw_out = optarg;
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-I] [-n REPEAT] [-w RAW_ONLY_OUT] PERF_DATA PID\n",
+			fprintf(stderr,
+				"usage: %s [-I] [-n REPEAT] [-w RAW_ONLY_OUT] PERF_DATA PID\n",
 				argv[0]);
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "usage: %s [-I] [-n REPEAT] [-w RAW_ONLY_OUT] PERF_DATA PID\n", argv[0]);
+		fprintf(stderr, "usage: %s [-I] [-n REPEAT] [-w RAW_ONLY_OUT] PERF_DATA PID\n",
+			argv[0]);
 		return 2;
 	}
 	pid = atoi(argv[optind + 1]);
@@ -277,36 +337,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-unwind: %s is not a perf.data\n", argv[optind]);
 		return 1;
 	}
-	for (size_t off = h.data.offset;
-	     off + sizeof(struct perf_event_header) <= h.data.offset + h.data.size;) {
-		const struct perf_event_header *eh = (const void *)(buf + off);
-
-		if (eh->size < sizeof(*eh))
-			break;
-		if (eh->type == PERF_RECORD_SAMPLE && eh->size >= sizeof(*eh) + 8) {
-			const uint8_t *body = buf + off + sizeof(*eh);
-
-			nsamples++;
-			if (get_u64(body) == D9_PERF_EVENT_ID(D9_PERF_EV_SAMPLE_RAW)) {
-				if (nrecs == cap) {
-					cap = cap ? 2 * cap : 1024;
-					recs = realloc(recs, cap * sizeof(*recs));
-					if (!recs)
-						return 1;
-				}
-				if (!parse_raw(body, eh->size - sizeof(*eh), &recs[nrecs])) {
-					stack_bytes += recs[nrecs].stack_len;
-					nrecs++;
-				}
-			}
-		}
-		off += eh->size;
-	}
+	recs = collect_raw(buf, &h, &nrecs, &nsamples, &stack_bytes);
+	if (!recs && nrecs)
+		return 1;
 	printf("%s: %zu samples, %zu task-sample-raw records, %.1f KiB of stack each on average "
 	       "(file %.1f MiB, held in memory)\n",
 	       argv[optind], nsamples, nrecs,
-	       nrecs ? (double)stack_bytes / 1024.0 / (double)nrecs : 0.0,
-	       (double)len / 1048576.0);
+	       nrecs ? (double)stack_bytes / 1024.0 / (double)nrecs : 0.0, (double)len / 1048576.0);
 	if (raw_out) {
 		if (write_raw_only(raw_out, buf, len, &h)) {
 			fprintf(stderr, "bench-unwind: cannot write %s\n", raw_out);
@@ -329,27 +366,7 @@ int main(int argc, char **argv)
 
 	run_pass(u, recs, nrecs, &cold);
 	print_pass("cold", &cold, nrecs);
-	memset(&sum, 0, sizeof(sum));
-	for (int r = 0; r < repeat; r++) {
-		run_pass(u, recs, nrecs, &warm);
-		sum.secs += warm.secs;
-		sum.pcs += warm.pcs;
-		sum.frames += warm.frames;
-		sum.inlined += warm.inlined;
-		sum.nodebug += warm.nodebug;
-	}
-	if (repeat > 0) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "warm");
-		sum.pcs /= (uint64_t)repeat;
-		sum.frames /= (uint64_t)repeat;
-		sum.inlined /= (uint64_t)repeat;
-		sum.nodebug /= (uint64_t)repeat;
-		sum.secs /= repeat;
-		print_pass(name, &sum, nrecs);
-		printf("      (mean of %d passes)\n", repeat);
-	}
+	warm_passes(u, recs, nrecs, repeat);
 	printf("stops:");
 	for (int s = 0; s < UNWIND_NSTOPS; s++)
 		if (cold.stops[s])

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "options.h"
 #include "target.h"
+#include "util_clock.h"
 #include "writer.h"
 
 #define NWORKERS 4
@@ -203,10 +204,7 @@ static void make_sample(uint64_t i, struct task_sample *s)
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)mono_ns() / 1e9;
 }
 
 static uint64_t dir_bytes(const char *dir)
@@ -336,6 +334,62 @@ static void usage(void)
 			"  -k  keep the outputs\n");
 }
 
+/* One format's run in a child of its own, so that its peak RSS is its own. Returns 0 with the
+ * child's result (res->err set when it failed) or 1 when no child could run. */
+static int run_in_child(size_t f, const char *dir, uint64_t n, struct result *res, double *mib)
+{
+	struct rusage ru;
+	int pfd[2], status;
+	pid_t pid;
+
+	if (mkdir(dir, 0755) || pipe(pfd)) {
+		fprintf(stderr, "bench-writers: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "bench-writers: fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (!pid) {
+		close(pfd[0]);
+		*res = run_one((int)f, dir, n);
+		if (write(pfd[1], res, sizeof(*res)) != sizeof(*res))
+			_exit(1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], res, sizeof(*res)) != sizeof(*res))
+		res->err = -EPIPE;
+	close(pfd[0]);
+	if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+		res->err = res->err ? res->err : -ECHILD;
+	*mib = (double)ru.ru_maxrss / 1024.0;
+	return 0;
+}
+
+static void print_row(size_t f, uint64_t n, const struct result *res, double mib, double base_mib)
+{
+	double secs;
+
+	if (res->err == -ENOSYS) {
+		printf("| %s | %" PRIu64 " | not available | | | | | |\n", formats[f].name, n);
+	} else if (res->err) {
+		printf("| %s | %" PRIu64 " | failed: %s | | | | | |\n", formats[f].name, n,
+		       strerror(-res->err));
+	} else if (!f) {
+		printf("| none (generator only) | %" PRIu64 " | %.0f | %.2f | | %.1f | | |\n", n,
+		       (double)n / res->gen_s, res->gen_s, mib);
+	} else {
+		secs = res->sample_s + res->finish_s;
+		printf("| %s | %" PRIu64 " | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f |\n",
+		       formats[f].name, n, (double)n / secs, res->sample_s, res->finish_s, mib,
+		       mib - base_mib, (double)res->bytes / (1024.0 * 1024.0));
+	}
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	const char *counts = "100000,1000000", *want = NULL, *tmp = getenv("TMPDIR");
@@ -404,62 +458,17 @@ int main(int argc, char **argv)
 		p = *end ? end + 1 : end;
 		for (size_t f = 0; f < sizeof(formats) / sizeof(formats[0]); f++) {
 			struct result res = {};
-			struct rusage ru;
-			int pfd[2], status;
-			double mib, secs;
-			pid_t pid;
+			double mib;
 
 			/* The baseline always runs: writer MiB is relative to it. */
 			if (want && f && !strstr(want, formats[f].name))
 				continue;
 			snprintf(dir, sizeof(dir), "%s/%s-%" PRIu64, top, formats[f].name, n);
-			if (mkdir(dir, 0755) || pipe(pfd)) {
-				fprintf(stderr, "bench-writers: %s: %s\n", dir, strerror(errno));
+			if (run_in_child(f, dir, n, &res, &mib))
 				return 1;
-			}
-			fflush(stdout);
-			pid = fork();
-			if (pid < 0) {
-				fprintf(stderr, "bench-writers: fork: %s\n", strerror(errno));
-				return 1;
-			}
-			if (!pid) {
-				close(pfd[0]);
-				res = run_one((int)f, dir, n);
-				if (write(pfd[1], &res, sizeof(res)) != sizeof(res))
-					_exit(1);
-				_exit(0);
-			}
-			close(pfd[1]);
-			if (read(pfd[0], &res, sizeof(res)) != sizeof(res))
-				res.err = -EPIPE;
-			close(pfd[0]);
-			if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) ||
-			    WEXITSTATUS(status))
-				res.err = res.err ? res.err : -ECHILD;
-			mib = (double)ru.ru_maxrss / 1024.0;
 			if (!f)
 				base_mib = mib;
-			if (res.err == -ENOSYS) {
-				printf("| %s | %" PRIu64 " | not available | | | | | |\n",
-				       formats[f].name, n);
-			} else if (res.err) {
-				printf("| %s | %" PRIu64 " | failed: %s | | | | | |\n",
-				       formats[f].name, n, strerror(-res.err));
-			} else if (!f) {
-				printf("| none (generator only) | %" PRIu64
-				       " | %.0f | %.2f | | %.1f | "
-				       "| |\n",
-				       n, (double)n / res.gen_s, res.gen_s, mib);
-			} else {
-				secs = res.sample_s + res.finish_s;
-				printf("| %s | %" PRIu64
-				       " | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f |\n",
-				       formats[f].name, n, (double)n / secs, res.sample_s,
-				       res.finish_s, mib, mib - base_mib,
-				       (double)res.bytes / (1024.0 * 1024.0));
-			}
-			fflush(stdout);
+			print_row(f, n, &res, mib, base_mib);
 			if (!keep)
 				remove_dir(dir);
 		}

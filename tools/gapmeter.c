@@ -38,6 +38,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include "util_clock.h"
 
 #define NSEC 1000000000ULL
 #define MAX_THREADS 64
@@ -57,14 +58,6 @@ static struct counts counts[MAX_THREADS];
 static uint64_t min_gap_ns = 1000;
 static long shoot_per_sec;
 static atomic_bool stop;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
-}
 
 static long switches(void)
 {

@@ -19,6 +19,7 @@
 #include "sampler.skel.h"
 #include "target.h"
 #include "tokio_layout.h"
+#include "util_clock.h"
 
 #define NSEC 1000000000ULL
 /* Each window costs the tool an attach and a detach (~1-1.5 ms of CPU), which a target using
@@ -57,22 +58,6 @@
 #define KEPT_MAX_HITS 0.05
 #define KEPT_BUDGET_SHARE 0.02
 #define KEPT_CHECK_NS 50000000ULL
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * NSEC + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t process_cpu_ns(void)
 {

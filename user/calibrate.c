@@ -11,11 +11,12 @@
 #include "dial9_bpf.h"
 #include "sampler.skel.h"
 #include "target.h"
+#include "util_clock.h"
 
 #define CALIB_CALLS 4000
-/* A single-stepped hit costs ~30x an emulated one (13-14 us against ~0.4 us on this project's
- * VMs): 4000 of them, three times over, took ~0.16 s of the tool's CPU at every start, most of
- * what a 10 s profile cost the target. 500 still time several ms per round. */
+/* A single-stepped hit costs some 30 times an emulated one, so as many of them as
+ * CALIB_CALLS would make the calibration most of a short profile's cost; 500 still take
+ * several milliseconds a round, enough to time. */
 #define CALIB_CALLS_XOL 500
 
 /* The probed functions, in assembly so their first instruction is known: the cost of a hit
@@ -30,14 +31,6 @@ __asm__(".text\n"
 	"d9_calib_xol:\n\tsub $8,%rsp\n\tlea 1(%rdi),%eax\n\tadd $8,%rsp\n\tret\n"
 	".size d9_calib_xol, .-d9_calib_xol\n");
 
-static double thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* Thread CPU time, not wall time: the trap is charged to the calling thread, and other load
  * on the machine does not change it. Best of three against scheduler noise. */
 static double time_calls(int (*fn)(int), int calls)
@@ -45,12 +38,12 @@ static double time_calls(int (*fn)(int), int calls)
 	double best = 1e30;
 
 	for (int r = 0; r < 3; r++) {
-		double t0 = thread_cpu_ns();
+		double t0 = (double)thread_cpu_ns();
 		int x = 0;
 
 		for (int i = 0; i < calls; i++)
 			x = fn(x);
-		double dt = thread_cpu_ns() - t0;
+		double dt = (double)thread_cpu_ns() - t0;
 		if (x == calls && dt < best)
 			best = dt;
 	}
@@ -105,7 +98,8 @@ int calibrate_probe_cost(struct sampler_bpf *skel, bool multi, bool need_xol,
 	double push, xol;
 	int err;
 
-	/* Conservative defaults, of the order of a hit on the VMs in bench/RESULTS.md. */
+	/* For when the calibration cannot run: high for an emulated hit, of the order of a
+	 * single-stepped one. */
 	cost->entry_ns = 3000;
 	cost->xol_ns = 6000;
 	cost->measured = false;

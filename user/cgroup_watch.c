@@ -44,21 +44,22 @@
 #include <unistd.h>
 #include <linux/magic.h>
 #include <json-c/json.h>
+#include "cgroup_resolve.h"
 #include "cgroup_watch.h"
 #include "json.h"
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
 #include "target.h"
+#include "util_clock.h"
+#include "util_proc.h"
 
 #define POLL_MS 250
 /* No new profile this close to the end: it would not get past its start (~1 s). */
 #define MIN_PROFILE_NS (500ULL * 1000 * 1000)
 #define RELAY_LINE_MAX 1024
 #define TREE_DEPTH_MAX 64 /* v2 nesting is bounded by cgroup.max.depth, v1 by nothing */
-#define MATCHES_SHOWN 3
-#define HEX_ID_LEN 64
-#define SKIPPED_MAX 1000 /* listed in processes.json; a busy cgroup forks more, counted */
+#define SKIPPED_MAX 1000  /* listed in processes.json; a busy cgroup forks more, counted */
 
 struct profile {
 	int pid, ns_pid;
@@ -123,14 +124,6 @@ static void on_signal(int sig)
 	nsignals++;
 }
 
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Grows an array of elem-sized items to hold one more; false when out of memory. */
 static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
@@ -145,314 +138,6 @@ static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
 	*arr = p;
 	*cap = ncap;
 	return true;
-}
-
-/* --- container ids and mounts --------------------------------------------------------- */
-
-static bool is_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* Whether the component [c, end) holds a run of exactly HEX_ID_LEN hex digits starting with
- * id (case-insensitive). */
-static bool component_has_hex_id(const char *c, const char *end, const char *id, size_t idlen)
-{
-	while (c < end) {
-		const char *run = c;
-
-		while (c < end && is_hex(*c))
-			c++;
-		if (c - run == HEX_ID_LEN && !strncasecmp(run, id, idlen))
-			return true;
-		while (c < end && !is_hex(*c))
-			c++;
-	}
-	return false;
-}
-
-bool cgroup_path_match(const char *path, const char *id, size_t *len)
-{
-	size_t idlen = strlen(id);
-	const char *p;
-	bool hex = idlen > 0 && idlen <= HEX_ID_LEN;
-
-	if (!idlen || id[idlen - 1] == '/')
-		return false; /* also "/": the root is no container */
-	/* Whole components first: "d9test", "kubepods/burstable". */
-	for (p = path; (p = strstr(p, id)); p++) {
-		if ((p == path || p[-1] == '/') && (p[idlen] == '/' || !p[idlen])) {
-			*len = (size_t)(p - path) + idlen;
-			return true;
-		}
-	}
-	for (size_t i = 0; hex && i < idlen; i++)
-		hex = is_hex(id[i]);
-	if (!hex)
-		return false;
-	for (p = path; *p;) {
-		const char *end = strchrnul(p + 1, '/');
-
-		if (component_has_hex_id(p, end, id, idlen)) {
-			*len = (size_t)(end - path);
-			return true;
-		}
-		p = end;
-	}
-	return false;
-}
-
-/* mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_octal(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = 0;
-}
-
-/* Whether the comma-separated lists a and b share an item. */
-static bool lists_share(const char *a, const char *b)
-{
-	for (const char *p = a; *p;) {
-		size_t n = strcspn(p, ",");
-
-		for (const char *q = b; *q;) {
-			size_t m = strcspn(q, ",");
-
-			if (n && n == m && !strncmp(p, q, n))
-				return true;
-			q += m + (q[m] == ',');
-		}
-		p += n + (p[n] == ',');
-	}
-	return false;
-}
-
-int cgroup_find_mount(const char *mountinfo, const char *ctrls, char *dir, size_t dirlen,
-		      char *root, size_t rootlen)
-{
-	char line[8192], mroot[PATH_MAX], mdir[PATH_MAX], fstype[64], opts[1024];
-	int err = -ENOENT;
-	FILE *f = fopen(mountinfo, "re");
-
-	if (!f)
-		return -errno;
-	while (err == -ENOENT && fgets(line, sizeof(line), f)) {
-		/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPT...] - FSTYPE SOURCE SUPEROPTS" */
-		const char *sep = strstr(line, " - ");
-
-		if (!sep || sscanf(line, "%*d %*d %*s %4095s %4095s", mroot, mdir) != 2 ||
-		    sscanf(sep + 3, "%63s %*s %1023s", fstype, opts) != 2)
-			continue;
-		if (ctrls ? strcmp(fstype, "cgroup") || !lists_share(ctrls, opts)
-			  : strcmp(fstype, "cgroup2"))
-			continue;
-		unescape_octal(mroot);
-		unescape_octal(mdir);
-		if (snprintf(dir, dirlen, "%s", mdir) >= (int)dirlen ||
-		    snprintf(root, rootlen, "%s", mroot) >= (int)rootlen)
-			err = -ENAMETOOLONG;
-		else
-			err = 0;
-	}
-	fclose(f);
-	return err;
-}
-
-/* The directory of cgroup path cg (as /proc/PID/cgroup shows it) under a mount at dir that
- * shows cgroup root there. */
-static int cgroup_dir_under(const char *dir, const char *root, const char *cg, char *out,
-			    size_t outlen)
-{
-	size_t rl = strlen(root);
-
-	if (strcmp(root, "/")) {
-		if (strncmp(cg, root, rl) || (cg[rl] && cg[rl] != '/'))
-			return -ENOENT; /* outside what this mount shows */
-		cg += rl;
-	}
-	return snprintf(out, outlen, "%s%s", dir, cg) >= (int)outlen ? -ENAMETOOLONG : 0;
-}
-
-struct cg_match {
-	bool v2;
-	char ctrls[128];
-	char path[PATH_MAX];
-	int pid;
-};
-
-static void add_match(struct cg_match *m, size_t *n, size_t max, bool v2, const char *ctrls,
-		      const char *path, size_t len, int pid, size_t *total)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (m[i].v2 == v2 && !strcmp(m[i].ctrls, ctrls) && strlen(m[i].path) == len &&
-		    !strncmp(m[i].path, path, len))
-			return;
-	(*total)++;
-	if (*n == max)
-		return;
-	m[*n].v2 = v2;
-	snprintf(m[*n].ctrls, sizeof(m[*n].ctrls), "%s", ctrls);
-	snprintf(m[*n].path, sizeof(m[*n].path), "%.*s", (int)len, path);
-	m[*n].pid = pid;
-	(*n)++;
-}
-
-/* Every distinct (hierarchy, cgroup) that /proc/ *\/cgroup lines name for the id. */
-static size_t scan_container(const char *id, struct cg_match *m, size_t max, size_t *total,
-			     size_t *nprocs)
-{
-	char path[64], line[PATH_MAX + 256];
-	struct dirent *de;
-	size_t n = 0;
-	DIR *d = opendir("/proc");
-
-	*total = *nprocs = 0;
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		int pid = atoi(de->d_name);
-		FILE *f;
-
-		if (pid <= 0)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
-		f = fopen(path, "re");
-		if (!f)
-			continue; /* exited meanwhile */
-		(*nprocs)++;
-		while (fgets(line, sizeof(line), f)) {
-			char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-			size_t len;
-
-			if (!c2)
-				continue;
-			*c2 = 0;
-			c2[1 + strcspn(c2 + 1, "\n")] = 0;
-			if (cgroup_path_match(c2 + 1, id, &len))
-				add_match(m, &n, max, !strncmp(line, "0:", 2) && !c1[1], c1 + 1,
-					  c2 + 1, len, pid, total);
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
-/* --container: the one cgroup the id names, preferring the v2 hierarchy. */
-static int resolve_container(const char *id, char *out, size_t outlen)
-{
-	enum { MAX_MATCHES = 64 }; /* a container shows in every hierarchy: v1 has about 12 */
-	struct cg_match *m = calloc(MAX_MATCHES, sizeof(*m));
-	size_t total, nprocs, n, k = 0;
-	char dir[PATH_MAX], root[PATH_MAX], list[1024] = "";
-	bool any_v2 = false;
-	int err = -ENOENT;
-
-	if (!m) {
-		fprintf(stderr, "dial9-bpf: failed to allocate: %s\n", strerror(ENOMEM));
-		return -ENOMEM;
-	}
-	n = scan_container(id, m, MAX_MATCHES, &total, &nprocs);
-
-	for (size_t i = 0; i < n; i++)
-		any_v2 |= m[i].v2;
-	/* A container is in one cgroup per hierarchy (usually with the same path in each): keep
-	 * one hierarchy's view, then distinct paths are distinct cgroups. */
-	for (size_t i = 0; i < n; i++) {
-		bool dup = false;
-
-		if (m[i].v2 != any_v2)
-			continue;
-		for (size_t j = 0; j < k; j++)
-			dup |= !strcmp(m[j].path, m[i].path);
-		if (!dup)
-			m[k++] = m[i];
-	}
-	if (!k) {
-		fprintf(stderr,
-			"dial9-bpf: --container %s matches no cgroup of the %zu processes in "
-			"/proc/*/cgroup: give a running container's id (docker ps --no-trunc) or a "
-			"component of its cgroup path (cat /proc/PID/cgroup)\n",
-			id, nprocs);
-		goto out;
-	}
-	if (k > 1 || total > n) {
-		for (size_t j = 0; j < k && j < MATCHES_SHOWN; j++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s (pid %d)",
-				 j ? ", " : "", m[j].path, m[j].pid);
-		fprintf(stderr,
-			"dial9-bpf: --container %s matches several cgroups: %s%s: give more of the "
-			"id, or the cgroup with --cgroup\n",
-			id, list, k > MATCHES_SHOWN || total > n ? ", ..." : "");
-		err = -EEXIST;
-		goto out;
-	}
-	/* v1: the hierarchies of every matching line with that path, until one is mounted. */
-	for (size_t i = 0; i < n && err; i++) {
-		struct stat st;
-
-		if (m[i].v2 != any_v2 || strcmp(m[i].path, m[0].path))
-			continue;
-		err = cgroup_find_mount("/proc/self/mountinfo", any_v2 ? NULL : m[i].ctrls, dir,
-					sizeof(dir), root, sizeof(root));
-		if (!err)
-			err = cgroup_dir_under(dir, root, m[i].path, out, outlen);
-		if (!err && stat(out, &st))
-			err = -errno;
-	}
-	if (err)
-		fprintf(stderr,
-			"dial9-bpf: --container %s is cgroup %s, which no mounted cgroup file "
-			"system here shows: %s: mount cgroup2, or give the directory with "
-			"--cgroup\n",
-			id, m[0].path, strerror(-err));
-out:
-	free(m);
-	return err;
-}
-
-/* --cgroup: a directory, or a path relative to the cgroup2 mount. */
-static int resolve_cgroup(const char *arg, char *out)
-{
-	char mnt[PATH_MAX] = "", root[PATH_MAX], buf[PATH_MAX];
-	const char *path = arg;
-	bool have_mnt =
-	    !cgroup_find_mount("/proc/self/mountinfo", NULL, mnt, sizeof(mnt), root, sizeof(root));
-	struct statfs sfs;
-	struct stat st;
-
-	if (stat(path, &st) && errno == ENOENT && have_mnt &&
-	    snprintf(buf, sizeof(buf), "%s/%s", mnt, arg + (*arg == '/')) < (int)sizeof(buf) &&
-	    !stat(buf, &st))
-		path = buf;
-	if (stat(path, &st)) {
-		fprintf(stderr, "dial9-bpf: --cgroup %s: %s: give a cgroup directory%s%s%s\n", arg,
-			strerror(errno), have_mnt ? " (cgroup2 is mounted at " : "", mnt,
-			have_mnt ? ")" : "");
-		return -ENOENT;
-	}
-	if (!S_ISDIR(st.st_mode) || statfs(path, &sfs) ||
-	    (sfs.f_type != CGROUP2_SUPER_MAGIC && sfs.f_type != CGROUP_SUPER_MAGIC)) {
-		fprintf(stderr, "dial9-bpf: --cgroup %s: not a cgroup directory: give one%s%s\n",
-			arg, have_mnt ? " under the cgroup2 mount " : "", mnt);
-		return -ENOTDIR;
-	}
-	if (!realpath(path, out)) {
-		fprintf(stderr, "dial9-bpf: failed to resolve --cgroup %s: %s\n", arg,
-			strerror(errno));
-		return -errno;
-	}
-	return 0;
 }
 
 /* --- processes ------------------------------------------------------------------------ */
@@ -677,7 +362,6 @@ static int start_profile(struct watch *w, int pid, const char *rel)
 	struct profile *p;
 	int fds[2], n = 1;
 	pid_t child;
-	FILE *f;
 
 	if (!grow((void **)&w->prof, &w->profcap, w->nprof, sizeof(*w->prof))) {
 		fprintf(stderr, "dial9-bpf: failed to allocate: %s\n", strerror(ENOMEM));
@@ -700,13 +384,7 @@ static int start_profile(struct watch *w, int pid, const char *rel)
 	p->cgroup = malloc(strlen(w->cgroup) + strlen(rel) + 1);
 	if (p->cgroup)
 		strcat(strcpy(p->cgroup, w->cgroup), rel);
-	snprintf(link, sizeof(link), "/proc/%d/comm", pid);
-	f = fopen(link, "re");
-	if (f) {
-		if (fgets(p->comm, sizeof(p->comm), f))
-			p->comm[strcspn(p->comm, "\n")] = 0;
-		fclose(f);
-	}
+	read_comm(pid, (uint32_t)pid, p->comm, sizeof(p->comm));
 	p->started_real_ns = now_ns(CLOCK_REALTIME);
 	snprintf(p->stop_reason, sizeof(p->stop_reason), "running");
 	w->nprof++;
@@ -1068,34 +746,29 @@ static int write_processes(const struct watch *w, uint64_t started_real, uint64_
 	return out_file_commit(&out);
 }
 
-int cgroup_watch_main(const struct options *o, const char *argv0)
+/* The cgroup, checked before the output directory so that a bad one leaves no directory
+ * behind; then the capabilities the children do not need go, and the stop signals are caught. */
+static int watch_setup(struct watch *w)
 {
-	struct watch w = {
-	    .o = o, .argv0 = argv0, .cgroup_fd = -1, .deadline_ns = UINT64_MAX, .out = {.fd = -1}};
-	bool created;
+	const struct options *o = w->o;
 	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: wake poll() */
-	const char *stop_reason = "duration";
-	uint64_t t0, t0_real, samples = 0;
-	size_t failed = 0, pids = 0;
+	bool created;
 	int err;
 
-	err = o->container_id ? resolve_container(o->container_id, w.cgroup, sizeof(w.cgroup))
-			      : resolve_cgroup(o->cgroup_path, w.cgroup);
+	err = o->container_id
+		  ? cgroup_resolve_container(o->container_id, w->cgroup, sizeof(w->cgroup))
+		  : cgroup_resolve_path(o->cgroup_path, w->cgroup);
 	if (err)
 		return 1;
-	w.cgroup_fd = open(w.cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (w.cgroup_fd < 0 || faccessat(w.cgroup_fd, "cgroup.procs", R_OK, 0)) {
+	w->cgroup_fd = open(w->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (w->cgroup_fd < 0 || faccessat(w->cgroup_fd, "cgroup.procs", R_OK, 0)) {
 		fprintf(stderr,
 			"dial9-bpf: failed to read %s/cgroup.procs: %s: give a cgroup directory\n",
-			w.cgroup, strerror(errno));
-		err = 1;
-		goto out;
+			w->cgroup, strerror(errno));
+		return 1;
 	}
-	/* The cgroup was checked first, so a bad cgroup leaves no directory behind. */
-	if (out_dir_open(&w.out, o->output_dir, &created)) {
-		err = 1;
-		goto out;
-	}
+	if (out_dir_open(&w->out, o->output_dir, &created))
+		return 1;
 	/* The children exec with what is left: all they need to start a profile. */
 	if (privs_drop(PRIVS_SETUP) && o->verbose)
 		fprintf(stderr, "dial9-bpf: failed to drop capabilities: %s\n", strerror(errno));
@@ -1103,16 +776,16 @@ int cgroup_watch_main(const struct options *o, const char *argv0)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	t0 = now_ns(CLOCK_MONOTONIC);
-	t0_real = now_ns(CLOCK_REALTIME);
-	if (o->duration_s > 0)
-		w.deadline_ns = t0 + (uint64_t)(o->duration_s * 1e9);
-	if (!o->quiet)
-		fprintf(stderr,
-			"dial9-bpf: watching cgroup %s%s%s%s and its descendants for Tokio "
-			"processes; Ctrl-C to stop\n",
-			w.cgroup, o->container_id ? " (container " : "",
-			o->container_id ? o->container_id : "", o->container_id ? ")" : "");
+	return 0;
+}
+
+/* Scans the cgroup and tends the children until the deadline, a signal or the cgroup's
+ * removal; then waits for every child to finish its outputs. Returns the stop reason. */
+static const char *watch_loop(struct watch *w)
+{
+	const struct options *o = w->o;
+	const char *stop_reason = "duration";
+	int err;
 
 	for (;;) {
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
@@ -1124,64 +797,102 @@ int cgroup_watch_main(const struct options *o, const char *argv0)
 							       : "signal";
 			break;
 		}
-		if (now >= w.deadline_ns)
+		if (now >= w->deadline_ns)
 			break;
-		err = scan(&w);
-		if (err) {
-			stop_reason = err == -ENOENT ? "cgroup_removed" : "error";
-			if (err == -ENOENT) {
-				if (!o->quiet)
-					fprintf(stderr,
-						"dial9-bpf: cgroup %s was removed; finishing\n",
-						w.cgroup);
-			} else {
-				fprintf(stderr, "dial9-bpf: failed to read %s: %s\n", w.cgroup,
-					strerror(-err));
-				w.errors++;
-			}
+		err = scan(w);
+		if (err == -ENOENT) {
+			stop_reason = "cgroup_removed";
+			if (!o->quiet)
+				fprintf(stderr, "dial9-bpf: cgroup %s was removed; finishing\n",
+					w->cgroup);
 			break;
 		}
-		if (w.deadline_ns - now < (uint64_t)wait_ms * 1000000)
-			wait_ms = (int)((w.deadline_ns - now) / 1000000) + 1;
-		tend_children(&w, wait_ms);
+		if (err) {
+			stop_reason = "error";
+			fprintf(stderr, "dial9-bpf: failed to read %s: %s\n", w->cgroup,
+				strerror(-err));
+			w->errors++;
+			break;
+		}
+		if (w->deadline_ns - now < (uint64_t)wait_ms * 1000000)
+			wait_ms = (int)((w->deadline_ns - now) / 1000000) + 1;
+		tend_children(w, wait_ms);
 	}
 	/* Children stop at the same deadline, or on the signal forwarded as soon as they
 	 * catch it: wait for each to finish its outputs. */
-	while (running(&w))
-		tend_children(&w, POLL_MS);
+	while (running(w))
+		tend_children(w, POLL_MS);
+	return stop_reason;
+}
 
-	for (size_t i = 0; i < w.nprof; i++) {
+/* processes.json and the exit summary. */
+static void watch_finish(struct watch *w, uint64_t t0, uint64_t t0_real, const char *stop_reason)
+{
+	const struct options *o = w->o;
+	size_t failed = 0, pids = 0;
+	uint64_t samples = 0;
+
+	for (size_t i = 0; i < w->nprof; i++) {
 		bool first = true;
 
 		for (size_t j = 0; j < i; j++)
-			first &= w.prof[j].pid != w.prof[i].pid;
+			first &= w->prof[j].pid != w->prof[i].pid;
 		pids += first;
-		samples += w.prof[i].samples;
-		failed += w.prof[i].failed;
+		samples += w->prof[i].samples;
+		failed += w->prof[i].failed;
 	}
-	if (write_processes(&w, t0_real, now_ns(CLOCK_REALTIME), stop_reason))
-		w.errors++;
+	if (write_processes(w, t0_real, now_ns(CLOCK_REALTIME), stop_reason))
+		w->errors++;
 	if (!o->quiet)
 		fprintf(stderr,
 			"dial9-bpf: %s after %.1fs: %zu profiles of %zu Tokio processes, %" PRIu64
 			" samples; %zu non-Tokio processes skipped; %zu profiles failed; wrote "
 			"%s/processes.json and a pid-* directory per profile\n",
-			stop_reason, (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9, w.nprof, pids,
-			samples, w.nskip_total, failed, o->output_dir);
-	err = w.errors ? 1 : 0;
-out:
-	out_dir_close(&w.out);
-	if (w.cgroup_fd >= 0)
-		close(w.cgroup_fd);
-	for (size_t i = 0; i < w.nprof; i++) {
-		free(w.prof[i].exe);
-		free(w.prof[i].cgroup);
+			stop_reason, (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9, w->nprof, pids,
+			samples, w->nskip_total, failed, o->output_dir);
+}
+
+static void watch_free(struct watch *w)
+{
+	out_dir_close(&w->out);
+	if (w->cgroup_fd >= 0)
+		close(w->cgroup_fd);
+	for (size_t i = 0; i < w->nprof; i++) {
+		free(w->prof[i].exe);
+		free(w->prof[i].cgroup);
 	}
-	for (size_t i = 0; i < w.nskip; i++)
-		free(w.skip[i].exe);
-	free(w.prof);
-	free(w.procs);
-	free(w.skip);
-	free(w.cls);
+	for (size_t i = 0; i < w->nskip; i++)
+		free(w->skip[i].exe);
+	free(w->prof);
+	free(w->procs);
+	free(w->skip);
+	free(w->cls);
+}
+
+int cgroup_watch_main(const struct options *o, const char *argv0)
+{
+	struct watch w = {
+	    .o = o, .argv0 = argv0, .cgroup_fd = -1, .deadline_ns = UINT64_MAX, .out = {.fd = -1}};
+	const char *stop_reason;
+	uint64_t t0, t0_real;
+	int err;
+
+	err = watch_setup(&w);
+	if (!err) {
+		t0 = now_ns(CLOCK_MONOTONIC);
+		t0_real = now_ns(CLOCK_REALTIME);
+		if (o->duration_s > 0)
+			w.deadline_ns = t0 + (uint64_t)(o->duration_s * 1e9);
+		if (!o->quiet)
+			fprintf(stderr,
+				"dial9-bpf: watching cgroup %s%s%s%s and its descendants for Tokio "
+				"processes; Ctrl-C to stop\n",
+				w.cgroup, o->container_id ? " (container " : "",
+				o->container_id ? o->container_id : "", o->container_id ? ")" : "");
+		stop_reason = watch_loop(&w);
+		watch_finish(&w, t0, t0_real, stop_reason);
+		err = w.errors ? 1 : 0;
+	}
+	watch_free(&w);
 	return err;
 }

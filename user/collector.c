@@ -10,6 +10,8 @@
 #include "symbolize.h"
 #include "unwind_dwarf.h"
 #include "target.h"
+#include "util_hash.h"
+#include "util_proc.h"
 
 #define MAX_INLINE 16
 #define MAX_PENDING 4096
@@ -90,20 +92,6 @@ void collector_init(struct collector *c, int pid, struct writer *writers, size_t
 	c->open_epoch_ctx = ctx;
 }
 
-static void read_comm(int pid, uint32_t tid, char comm[17])
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(comm, 17, f))
-		comm[strcspn(comm, "\n")] = 0;
-	fclose(f);
-}
-
 struct worker_info *collector_worker(struct collector *c, uint64_t key)
 {
 	struct worker_info *w;
@@ -126,7 +114,7 @@ struct worker_info *collector_worker(struct collector *c, uint64_t key)
 	w->index = (int)c->nworkers++;
 	if (key & D9_WORKER_TID_FLAG) {
 		w->tid = (uint32_t)key;
-		read_comm(c->pid, w->tid, w->comm);
+		read_comm(c->pid, w->tid, w->comm, sizeof(w->comm));
 	}
 	return w;
 }
@@ -139,7 +127,7 @@ void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid)
 		return;
 	w->from_tls = true;
 	w->tid = tid;
-	read_comm(c->pid, tid, w->comm);
+	read_comm(c->pid, tid, w->comm, sizeof(w->comm));
 }
 
 const char *collector_worker_detection(const struct worker_info *w)
@@ -204,13 +192,13 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
  * lost). Time the worker's thread waited for a CPU while other threads ran (gate.wait_ns,
  * the kernel's run_delay) is in none of these: it is lost with or without probes, and counted
  * as useful it would make the factor too high. Stack captures and sample writes (gate.capture_ns,
- * measured by the program) are lost time too, per sample rather than per hit. On the mix demo,
- * whose block_in_place thread keeps a third thread busy on two cores, workers wait 10-17% of the
- * time; where windows meet such waits, leaving them out raises CPU-bound estimates by
- * 0.07-0.09. Windowed inclusion probabilities of yielded tasks are multiplied by the factor, so
- * that estimates are of the target as it runs without probes. One factor per worker per epoch: it
- * assumes the CPU-limited tasks share the loss as they share the worker, and a task that the
- * cooperative budget forces to yield through a resource (no yield_now) counts as clock-driven.
+ * measured by the program) are lost time too, per sample rather than per hit. On a machine with
+ * more runnable threads than cores such waits are a real share of a worker's time, and leaving
+ * them out would overstate CPU-bound estimates. Windowed inclusion probabilities of yielded tasks
+ * are multiplied by the factor, so that estimates are of the target as it runs without probes. One
+ * factor per worker per epoch: it assumes the CPU-limited tasks share the loss as they share the
+ * worker, and a task that the cooperative budget forces to yield through a resource (no yield_now)
+ * counts as clock-driven.
  */
 /* The two terms of the factor: the CPU-limited tasks' useful time and the lost time. */
 static void slowdown_terms(const struct d9_gate_time *g, double hit_cost_ns, double *useful,
@@ -374,7 +362,7 @@ int collector_handle(void *ctx, void *data, size_t size)
 			return -ENOMEM;
 		w->from_worker_run = true;
 		w->tid = ws->tid;
-		read_comm(c->pid, ws->tid, w->comm);
+		read_comm(c->pid, ws->tid, w->comm, sizeof(w->comm));
 		return 0;
 	}
 	default:
@@ -418,8 +406,8 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
  * time over the waits as seen, pooled over the worker's closed epochs (this one's alone when
  * none has any: one epoch has few whole waits); 1 when no wait was seen whole. The worker's s
  * does not serve here: it prices the hits of a yielding task's own polls, and a chain of tiny
- * polls is slowed far more (on a 1-worker runtime with a producer paced by a 1 ms sleep,
- * channel tasks are estimated at 0.51-0.65 of their count uncorrected, at 2-4 corrected by s).
+ * polls is slowed far more than one poll's hits (a channel task fed by a producer paced by a
+ * clock is underestimated uncorrected and overestimated corrected by s).
  */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
 			      double hit_cost_ns)
@@ -441,20 +429,12 @@ double collector_woken_factor(const struct worker_info *w, const struct d9_gate_
 	return f < SLOWDOWN_FLOOR ? SLOWDOWN_FLOOR : f > 1.0 ? 1.0 : f;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
 /* floor(x) plus one with probability frac(x): an integer whose expectation is x. The draw is
  * a hash of the sample so that reruns of the same input write the same weights. */
 static uint64_t stochastic_round(double x, uint64_t h)
 {
 	double fl = (double)(uint64_t)x;
-	double u = (double)(mix64(h) >> 11) * 0x1.0p-53;
+	double u = (double)(splitmix64(h) >> 11) * 0x1.0p-53;
 
 	return (uint64_t)fl + (u < x - fl ? 1 : 0);
 }
@@ -514,7 +494,7 @@ static struct run_thread *note_thread(struct collector *c, uint32_t tid, int wor
 	t->pid = (uint32_t)c->pid;
 	t->tid = tid;
 	t->worker = worker;
-	read_comm(c->pid, tid, t->comm);
+	read_comm(c->pid, tid, t->comm, sizeof(t->comm));
 	read_ns_ids(c->pid, tid, &t->ns_pid, &t->ns_tid);
 	return t;
 }
@@ -544,22 +524,15 @@ static void sample_runtime(struct collector *c, const struct d9_sample *s, struc
 		r->first_worker = ts->worker;
 }
 
-static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
+/* The sample's program counters, innermost first: the DWARF unwind of its raw stack copy when
+ * that found more than the frame-pointer chain, else the chain with the leaf on top. */
+static const uint64_t *sample_pcs(struct collector *c, const struct d9_sample *s,
+				  const struct raw_copy *raw, uint64_t *dwarf_pcs,
+				  uint64_t *leaf_pcs, size_t *nframes)
 {
-	struct worker_info *w = collector_worker(c, s->worker);
-	size_t nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
-	struct task_frame frames[MAX_FRAMES_OUT];
-	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
-	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
 	const uint64_t *pcs = (const uint64_t *)s->stack;
-	struct task_sample ts = {};
-	struct task_type *type;
-	struct run_thread *rt;
-	struct d9_gate_time gate;
-	double slowdown;
-	size_t n = 0;
-	bool capped;
 
+	*nframes = s->stack_bytes > 0 ? (size_t)s->stack_bytes / 8 : 0;
 	if (c->unw && raw) {
 		struct unwind_regs regs = {.ip = raw->ip, .sp = raw->sp, .bp = raw->bp};
 		enum unwind_stop stop = UNWIND_ERROR;
@@ -568,24 +541,33 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		unwinder_unwind(c->unw, &regs, raw->data, raw->len, dwarf_pcs, D9_MAX_STACK_DEPTH,
 				&npcs, &stop);
 		c->unwind_stops[stop < UNWIND_STATS ? stop : UNWIND_STATS - 1]++;
-		c->frames_fp += nframes;
+		c->frames_fp += *nframes;
 		c->frames_dwarf += npcs;
 		c->samples_dwarf++;
 		/* Keep the frame-pointer chain when DWARF found less (no CFI, foreign code). The
 		 * raw copy starts in the leaf (its registers are as at its entry). */
-		if (npcs >= nframes + (s->leaf_ip != 0)) {
+		if (npcs >= *nframes + (s->leaf_ip != 0)) {
 			pcs = dwarf_pcs;
-			nframes = npcs;
+			*nframes = npcs;
 		}
 	}
 	/* A frame-pointer chain taken at the leaf's return starts at its call site: the leaf
 	 * goes on top. */
-	if (s->leaf_ip && nframes && pcs == (const uint64_t *)s->stack) {
+	if (s->leaf_ip && *nframes && pcs == (const uint64_t *)s->stack) {
 		leaf_pcs[0] = s->leaf_ip;
-		memcpy(leaf_pcs + 1, pcs, nframes * sizeof(*pcs));
+		memcpy(leaf_pcs + 1, pcs, *nframes * sizeof(*pcs));
 		pcs = leaf_pcs;
-		nframes++;
+		(*nframes)++;
 	}
+	return pcs;
+}
+
+/* Names the pcs, inlined calls expanded; returns the number of frames. */
+static size_t symbolize_frames(struct collector *c, const uint64_t *pcs, size_t nframes,
+			       struct task_frame *frames)
+{
+	size_t n = 0;
+
 	for (size_t i = 0; i < nframes && n < MAX_FRAMES_OUT; i++) {
 		struct inline_frame inl[MAX_INLINE];
 		struct sym_info si = {};
@@ -604,6 +586,66 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 			    si.module, si.file_offset,
 			    false,     false};
 	}
+	return n;
+}
+
+/* The inclusion probability as the run's cost corrected it, and the weights it gives. */
+static void sample_weights(struct collector *c, const struct d9_sample *s, struct worker_info *w,
+			   struct task_sample *ts)
+{
+	struct d9_gate_time gate;
+	double slowdown;
+	bool capped;
+
+	epoch_view(c, w, s->epoch, &capped, &slowdown, &gate);
+	ts->prob = (double)s->prob / (double)D9_PROB_ONE;
+	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
+		ts->prob *= slowdown;
+	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
+		ts->prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
+	if (!(ts->prob > 0))
+		ts->prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
+	ts->capped = (s->flags & D9_SF_CAPPED) || capped;
+	ts->weight_count =
+	    stochastic_round(1.0 / ts->prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
+	ts->idle_known = s->flags & D9_SF_IDLE_KNOWN;
+	ts->weight_idle_ns =
+	    ts->idle_known
+		? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts->prob + 0.5)
+		: 0;
+}
+
+static void count_sample(struct collector *c, const struct task_sample *ts, struct worker_info *w,
+			 const struct d9_sample *s)
+{
+	for (size_t i = 0; i < c->nwriters; i++)
+		if (c->writers[i].sample(&c->writers[i], ts))
+			c->write_errors++;
+	c->samples_written++;
+	if (ts->nframes)
+		c->samples_with_stack++;
+	if (s->stack_bytes < 0)
+		c->samples_stack_errors++;
+	if (ts->task_id_ok)
+		c->samples_task_id_ok++;
+	if (w)
+		w->samples++;
+}
+
+static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
+{
+	struct worker_info *w = collector_worker(c, s->worker);
+	struct task_frame frames[MAX_FRAMES_OUT];
+	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
+	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
+	struct task_sample ts = {};
+	struct task_type *type;
+	struct run_thread *rt;
+	const uint64_t *pcs;
+	size_t n;
+
+	pcs = sample_pcs(c, s, raw, dwarf_pcs, leaf_pcs, &n);
+	n = symbolize_frames(c, pcs, n, frames);
 	type = c->types && s->task_vtable ? task_types_find(c->types, s->task_vtable) : NULL;
 	if (type) {
 		ts.future = type->name;
@@ -611,7 +653,6 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 		if (c->task_root && n < MAX_FRAMES_OUT)
 			frames[n++] = (struct task_frame){.name = type->root, .task_root = true};
 	}
-	nframes = n;
 	ts.timestamp_ns = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
 	ts.pid = s->pid;
 	ts.tid = s->tid;
@@ -620,20 +661,12 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
 	sample_runtime(c, s, &ts);
 	ts.task_id = s->task_id;
-	epoch_view(c, w, s->epoch, &capped, &slowdown, &gate);
-	ts.prob = (double)s->prob / (double)D9_PROB_ONE;
-	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
-		ts.prob *= slowdown;
-	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
-		ts.prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
-	if (!(ts.prob > 0))
-		ts.prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
+	sample_weights(c, s, w, &ts);
 	ts.epoch = s->epoch;
 	ts.window = (s->flags & D9_SF_WINDOWED) ? s->window : 0;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
 	ts.poll_end_ns = s->poll_end_ns;
-	ts.capped = (s->flags & D9_SF_CAPPED) || capped;
 	ts.outcome = (s->flags & D9_SF_COMPLETE)  ? "complete"
 		     : (s->flags & D9_SF_PENDING) ? "pending"
 						  : "unknown";
@@ -641,31 +674,13 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.park_decided = park_decided_name(s->park_how);
 	ts.also_pending = s->also_pending;
 	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
-	ts.weight_count =
-	    stochastic_round(1.0 / ts.prob, s->idle_end_ns ^ ((uint64_t)s->tid << 32));
-	ts.idle_known = s->flags & D9_SF_IDLE_KNOWN;
-	ts.weight_idle_ns =
-	    ts.idle_known ? (uint64_t)((double)(s->idle_end_ns - s->idle_start_ns) / ts.prob + 0.5)
-			  : 0;
-	ts.nframes = nframes;
+	ts.nframes = n;
 	ts.frames = frames;
 	ts.raw = raw;
 	rt = note_thread(c, s->tid, ts.worker);
 	ts.ns_pid = rt ? rt->ns_pid : s->pid;
 	ts.ns_tid = rt ? rt->ns_tid : s->tid;
-
-	for (size_t i = 0; i < c->nwriters; i++)
-		if (c->writers[i].sample(&c->writers[i], &ts))
-			c->write_errors++;
-	c->samples_written++;
-	if (nframes)
-		c->samples_with_stack++;
-	if (s->stack_bytes < 0)
-		c->samples_stack_errors++;
-	if (ts.task_id_ok)
-		c->samples_task_id_ok++;
-	if (w)
-		w->samples++;
+	count_sample(c, &ts, w, s);
 }
 
 void collector_flush(struct collector *c, uint64_t now_ns, bool final)

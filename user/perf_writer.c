@@ -23,11 +23,11 @@
  * empty; no attr bit or command-line option picks one of the two, so a single record would
  * show every stack twice, ours above perf's. The event exists only in files with raw stacks:
  * the attrs and ids of all three are reserved at open, and finish() declares task-sample-raw
- * only if it has records, so fp-mode files declare just the two events (their data
- * starts 152 bytes later, after the reserved third attr). A dump is capped at
- * D9_PERF_STACK_DUMP_MAX (keeping the end at sp) so the record stays under 64 KiB. task-sample-raw
- * totals equal task-sample's over the samples that had a raw stack, which in dwarf mode is normally
- * all of them: compare the events per (tid, time), never add them up.
+ * only if it has records, so fp-mode files declare two events (their data just starts 152
+ * bytes later, after the unused reservation). A dump is capped at D9_PERF_STACK_DUMP_MAX (keeping
+ * the end at sp) so the record stays under 64 KiB. task-sample-raw totals equal task-sample's over
+ * the samples that had a raw stack, which in dwarf mode is normally all of them: compare the events
+ * per (tid, time), never add them up.
  *
  * Metadata. Each sample carries PERF_SAMPLE_RAW with a NUL-terminated text such as
  * "worker=0 task_id=12 p=0.0123 epoch=... idle_ns=... capped=0 outcome=pending park=leaf",
@@ -65,6 +65,7 @@
 #include "proc_maps.h"
 #include "symbolize.h"
 #include "target.h"
+#include "util_proc.h"
 #include "writer.h"
 
 _Static_assert(sizeof(struct perf_event_attr) >= D9_PERF_ATTR_SIZE, "perf_event_attr too small");
@@ -310,21 +311,6 @@ static void write_comm(struct perf_writer *pw, uint32_t pid, uint32_t tid, const
 	emit(pw, &r, PERF_RECORD_COMM, 0);
 }
 
-static void read_comm(uint32_t pid, uint32_t tid, char *buf, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(buf, len, "unknown");
-	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(buf, (int)len, f))
-		buf[strcspn(buf, "\n")] = 0;
-	fclose(f);
-}
-
 /*
  * Names the thread after the worker it runs from this sample on. Workers move between threads
  * (block_in_place hands the worker to another thread), so the name changes over time: a COMM at
@@ -343,8 +329,8 @@ static void note_worker_thread(struct perf_writer *pw, const struct task_sample 
 	pw->comm_cache[slot].worker = s->worker;
 	if (s->worker >= 0)
 		snprintf(name, sizeof(name), "tokio-w%d", s->worker);
-	else
-		read_comm(s->pid, s->tid, name, sizeof(name));
+	else if (read_comm((int)s->pid, s->tid, name, sizeof(name)))
+		snprintf(name, sizeof(name), "unknown");
 	write_comm(pw, s->pid, s->tid, name, s->timestamp_ns);
 }
 

@@ -7,27 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "stack_agg.h"
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return mix64(h);
-}
+#include "util_hash.h"
 
 /* Grows a table of power-of-two slots to keep the load under 1/2, so probes stay short. */
 static int intern_grow(struct intern *t)

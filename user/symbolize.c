@@ -8,6 +8,7 @@
 
 #include "demangle.h"
 #include "symbolize.h"
+#include "util_clock.h"
 
 struct module {
 	char *path;
@@ -52,14 +53,6 @@ struct symbolizer {
 	uint8_t debug_id[ELF_BUILD_ID_MAX];
 	size_t debug_id_len;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct symbolizer *symbolizer_new(int pid)
 {
@@ -183,7 +176,7 @@ int symbolizer_refresh(struct symbolizer *s)
 	size_t n;
 	int err;
 
-	s->last_read_ns = now_ns();
+	s->last_read_ns = mono_ns();
 	s->read_once = true;
 	err = proc_maps_read(s->pid, &maps, &n);
 	if (err)
@@ -224,7 +217,7 @@ static const struct proc_map *find_map(struct symbolizer *s, uint64_t addr, int 
 	m = proc_maps_find(s->maps, s->nmaps, addr);
 	if (m || !s->read_once)
 		return m;
-	if (now_ns() - s->last_read_ns < SYMBOLIZER_REFRESH_MS * 1000000ull)
+	if (mono_ns() - s->last_read_ns < SYMBOLIZER_REFRESH_MS * 1000000ull)
 		return NULL;
 	*err = symbolizer_refresh(s);
 	return proc_maps_find(s->maps, s->nmaps, addr);

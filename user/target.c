@@ -16,6 +16,7 @@
 #include "out_dir.h"
 #include "park_outcome.h"
 #include "target.h"
+#include "util_proc.h"
 
 /* Names after demangling without the hash. Generic functions demangle the same for every
  * instance in legacy mangling, and with "::<...>" appended in v0 mangling. Several Tokio
@@ -244,9 +245,8 @@ static int read_proc_state(int pid, char *state)
 
 static int check_process(struct target *t)
 {
-	char path[64], state = '?';
+	char state = '?';
 	ssize_t n;
-	FILE *f;
 
 	if (kill(t->pid, 0) && errno == ESRCH) {
 		fprintf(stderr, "dial9-bpf: no process with pid %d: check the pid with `ps -e`\n",
@@ -265,13 +265,7 @@ static int check_process(struct target *t)
 			t->pid);
 		return -ESRCH;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/comm", t->pid);
-	f = fopen(path, "re");
-	if (f) {
-		if (fgets(t->comm, sizeof(t->comm), f))
-			t->comm[strcspn(t->comm, "\n")] = 0;
-		fclose(f);
-	}
+	read_comm(t->pid, (uint32_t)t->pid, t->comm, sizeof(t->comm));
 	snprintf(t->exe_link, sizeof(t->exe_link), "/proc/%d/exe", t->pid);
 	n = readlink(t->exe_link, t->exe_path, sizeof(t->exe_path) - 1);
 	if (n < 0) {

@@ -15,6 +15,8 @@
 #include "demangle.h"
 #include "proc_maps.h"
 #include "unwind_dwarf.h"
+#include "util_clock.h"
+#include "util_hash.h"
 
 /* x86-64 DWARF register numbers (psABI figure 3.36). */
 #define DWARF_REG_RBP 6
@@ -96,14 +98,6 @@ struct unwinder {
 	uint8_t debug_id[20];
 	int debug_id_len;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Every module is reported with an open fd, so libdwfl never has to look a file up. */
 static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -420,7 +414,7 @@ static int refresh(struct unwinder *u, bool force, bool *changed)
 	struct proc_map *maps;
 	size_t nmaps, nrecs = 0, nwanted = 0;
 	bool rebuild = !u->dwfl, added = false;
-	uint64_t now = now_ns();
+	uint64_t now = mono_ns();
 	Dwfl *dwfl;
 	int err;
 
@@ -784,25 +778,6 @@ const char *unwind_stop_name(enum unwind_stop stop)
 
 /* ---- Inline frames ---- */
 
-static uint64_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
-}
-
 /* Takes ownership of s; returns the interned copy, or NULL (s freed) on ENOMEM. */
 static const char *intern(struct unwinder *u, char *s)
 {
@@ -819,7 +794,7 @@ static const char *intern(struct unwinder *u, char *s)
 		for (size_t j = 0; j < u->names_cap; j++) {
 			if (!u->names[j])
 				continue;
-			for (i = hash_str(u->names[j]) & (cap - 1); names[i];
+			for (i = hash_bytes(u->names[j], strlen(u->names[j])) & (cap - 1); names[i];
 			     i = (i + 1) & (cap - 1))
 				;
 			names[i] = u->names[j];
@@ -829,7 +804,7 @@ static const char *intern(struct unwinder *u, char *s)
 		u->names_cap = cap;
 	}
 	mask = u->names_cap - 1;
-	for (i = hash_str(s) & mask; u->names[i]; i = (i + 1) & mask) {
+	for (i = hash_bytes(s, strlen(s)) & mask; u->names[i]; i = (i + 1) & mask) {
 		if (strcmp(u->names[i], s) == 0) {
 			free(s);
 			return u->names[i];
@@ -846,7 +821,7 @@ static struct pc_slot *slot_find(struct unwinder *u, uint64_t pc)
 
 	if (!u->slots_cap)
 		return NULL;
-	for (size_t i = hash64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
+	for (size_t i = mix64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
 		if (u->slots[i].pc == pc)
 			return &u->slots[i];
 	return NULL;
@@ -867,7 +842,7 @@ static int slot_add(struct unwinder *u, uint64_t pc, uint32_t first, uint32_t n)
 		for (size_t j = 0; j < u->slots_cap; j++) {
 			if (u->slots[j].n == UINT32_MAX)
 				continue;
-			for (i = hash64(u->slots[j].pc) & (cap - 1); slots[i].n != UINT32_MAX;
+			for (i = mix64(u->slots[j].pc) & (cap - 1); slots[i].n != UINT32_MAX;
 			     i = (i + 1) & (cap - 1))
 				;
 			slots[i] = u->slots[j];
@@ -877,7 +852,7 @@ static int slot_add(struct unwinder *u, uint64_t pc, uint32_t first, uint32_t n)
 		u->slots_cap = cap;
 	}
 	mask = u->slots_cap - 1;
-	for (i = hash64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
+	for (i = mix64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
 		;
 	u->slots[i] = (struct pc_slot){.pc = pc, .first = first, .n = n};
 	u->slots_n++;
@@ -1098,7 +1073,7 @@ static int index_scope(struct cu_index *ci, size_t *cap, Dwarf_Die *parent, int 
 static struct cu_index *cu_index_get(struct unwinder *u, Dwfl_Module *mod, Dwarf_Die *cu)
 {
 	Dwarf_Off off = dwarf_dieoffset(cu);
-	uint64_t h = hash64((uint64_t)(uintptr_t)mod ^ off);
+	uint64_t h = mix64((uint64_t)(uintptr_t)mod ^ off);
 	struct cu_index *ci;
 	size_t mask, i, cap = 0;
 
@@ -1117,7 +1092,7 @@ static struct cu_index *cu_index_get(struct unwinder *u, Dwfl_Module *mod, Dwarf
 		for (size_t j = 0; j < u->cus_cap; j++) {
 			if (!u->cus[j].mod)
 				continue;
-			h = hash64((uint64_t)(uintptr_t)u->cus[j].mod ^ u->cus[j].off);
+			h = mix64((uint64_t)(uintptr_t)u->cus[j].mod ^ u->cus[j].off);
 			for (i = h & (ncap - 1); cus[i].mod; i = (i + 1) & (ncap - 1))
 				;
 			cus[i] = u->cus[j];
@@ -1125,7 +1100,7 @@ static struct cu_index *cu_index_get(struct unwinder *u, Dwfl_Module *mod, Dwarf
 		free(u->cus);
 		u->cus = cus;
 		u->cus_cap = ncap;
-		h = hash64((uint64_t)(uintptr_t)mod ^ off);
+		h = mix64((uint64_t)(uintptr_t)mod ^ off);
 	}
 	mask = u->cus_cap - 1;
 	for (i = h & mask; u->cus[i].mod; i = (i + 1) & mask)

@@ -18,6 +18,7 @@
 #include "proc_maps.h"
 #include "sampler.skel.h"
 #include "target.h"
+#include "util_clock.h"
 #include "worker_tls.h"
 
 /* Words read of a TLS variable (context::CONTEXT is ~13) and of a scheduler context (the
@@ -411,14 +412,14 @@ void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct
 {
 	struct target_mem mem = {.pid = t->pid};
 	struct d9_thread_regs *th = NULL;
-	struct timespec t0, t1;
+	uint64_t t0;
 	struct tls_image img;
 	size_t nth = 0;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	out->context_word = out->worker_word = -1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = mono_ns();
 	if (read_tls_image(t->exe_link, target_symbols_file(t), &img) || !img.nsyms) {
 		out->status = "no_tls_symbol";
 		return;
@@ -441,8 +442,7 @@ void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct
 			break;
 		}
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	out->ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	out->ms = (double)(mono_ns() - t0) / 1e6;
 	if (nth && !out->readable) {
 		fprintf(stderr,
 			"dial9-bpf: failed to read the target's thread-local storage: %s: workers "

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
-#include "cgroup_watch.h"
+#include "cgroup_resolve.h"
 
 #define ID64 "3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
 

@@ -1,0 +1,726 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A --pid recording, in phases: setup (target, BPF object, outputs, collector), attach (probes,
+ * arming thread), loop (read the ring buffer until the run ends), then detach, finish (drain,
+ * write the outputs and the exit summary) and free (release whatever was set up).
+ * Flow: target discovery -> BPF sampler on uprobes -> ring buffer -> collector (symbolize,
+ * TaskSampleEvents) -> samples.jsonl + metadata.json and the other formats.
+ */
+#include <errno.h>
+#include <math.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "arming.h"
+#include "attach.h"
+#include "calibrate.h"
+#include "collector.h"
+#include "metadata.h"
+#include "park_outcome.h"
+#include "options.h"
+#include "out_dir.h"
+#include "privs.h"
+#include "record.h"
+#include "sampler.skel.h"
+#include "symbolize.h"
+#include "target.h"
+#include "task_types.h"
+#include "tokio_layout.h"
+#include "unwind_dwarf.h"
+#include "util_clock.h"
+#include "worker_tls.h"
+
+/*
+ * libbpf keeps consuming while records keep coming, so under a flood one ring_buffer__poll()
+ * would never return and the run could not stop (duration, signals, target exit). The
+ * callback ends a poll once its time slice is used up; the loop then polls again.
+ */
+#define RB_SLICE_NS (200ULL * 1000 * 1000)
+#define RB_SLICE_OVER (-ETIME)
+
+/* How often the loader reads the ring buffer while always armed. Records are submitted
+ * without wakeups (see rb_flags in the BPF program): one read per period instead of a wakeup
+ * per sample. With windows, a window's end wakes the loader (notify_fd) and between windows
+ * nothing but a worker's first record comes in, so it sleeps up to RB_IDLE_PERIOD_MS (or to
+ * the run's end or the next status line): every wakeup takes a core from a busy worker, so an
+ * idle loader wakes as seldom as the run's end and the status line allow. */
+#define RB_PERIOD_MS 100
+#define RB_IDLE_PERIOD_MS 1000
+
+struct rb_slice {
+	struct collector *col;
+	const struct arming *arm;
+	uint64_t deadline_ns;
+	unsigned int n;
+};
+
+/* Everything one recording holds, from setup to free. */
+struct record {
+	struct options *o;
+	struct target *t;
+	struct sampler_bpf *skel;
+	struct attachment links;
+	struct bpf_link *exec_link;
+	struct arming arm;
+	struct run_summary run;
+	struct worker_tls wtls;
+	struct ring_buffer *rb;
+	struct rb_slice slice;
+	struct symbolizer *sym;
+	struct collector col;
+	struct task_types types;
+	struct out_dir outdir;
+	struct writer writers[8];
+	size_t nwriters;
+	bool dir_created, running, tty;
+	int pidfd;
+};
+
+static volatile sig_atomic_t exiting;
+static bool libbpf_verbose;
+
+static void on_signal(int sig)
+{
+	exiting = sig;
+}
+
+/* libbpf's debug messages (how the object was opened, relocated and loaded): shown with -v,
+ * so a rejected load can be followed step by step; hidden otherwise. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG && !libbpf_verbose)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+static bool has_caps(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {};
+	uint64_t eff;
+
+	if (geteuid() == 0)
+		return true;
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	eff = data[0].effective | ((uint64_t)data[1].effective << 32);
+	if (eff & (1ULL << CAP_SYS_ADMIN))
+		return true;
+	return (eff & (1ULL << 39 /* CAP_BPF */)) && (eff & (1ULL << 38 /* CAP_PERFMON */));
+}
+
+int record_check_system(void)
+{
+	if (!has_caps()) {
+		fprintf(stderr,
+			"dial9-bpf: needs root (or CAP_BPF, CAP_PERFMON and "
+			"CAP_SYS_PTRACE) to load BPF and attach uprobes: run it with sudo\n");
+		return 1;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr,
+			"dial9-bpf: this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): "
+			"use a kernel built with CONFIG_DEBUG_INFO_BTF=y\n",
+			strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int read_open_epoch(void *ctx, uint64_t worker, struct d9_worker_state *out)
+{
+	struct sampler_bpf *skel = ctx;
+
+	return bpf_map__lookup_elem(skel->maps.workers, &worker, sizeof(worker), out, sizeof(*out),
+				    0);
+}
+
+static void read_counters(struct sampler_bpf *skel, uint64_t out[D9_CNT_MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t vals[ncpu > 0 ? ncpu : 1];
+
+	for (uint32_t i = 0; i < D9_CNT_MAX; i++) {
+		out[i] = 0;
+		if (ncpu <= 0 ||
+		    bpf_map__lookup_elem(skel->maps.counters, &i, sizeof(i), vals, sizeof(vals), 0))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+}
+
+static void print_status(struct collector *c, struct sampler_bpf *skel, double elapsed,
+			 double window_s, bool tty)
+{
+	uint64_t cnt[D9_CNT_MAX];
+
+	read_counters(skel, cnt);
+	fprintf(stderr, "%sdial9-bpf: %.0fs", tty ? "\r\033[K" : "", elapsed);
+	for (size_t i = 0; i < c->nworkers && i < 16; i++) {
+		fprintf(stderr, " w%d %.1f/s", c->workers[i].index,
+			c->workers[i].samples_window / window_s);
+		c->workers[i].samples_window = 0;
+	}
+	fprintf(stderr, " | samples %" PRIu64 " | drops %" PRIu64 "%s",
+		c->samples_written + c->npending, cnt[D9_CNT_RB_DROPS], tty ? "" : "\n");
+}
+
+static int read_timeout_ms(const struct arming *a, uint64_t now, uint64_t end_ns,
+			   uint64_t status_ns)
+{
+	bool continuous = __atomic_load_n(&a->continuous, __ATOMIC_RELAXED);
+	uint64_t next = now + (continuous ? RB_PERIOD_MS : RB_IDLE_PERIOD_MS) * 1000000ULL;
+
+	if (end_ns && end_ns < next)
+		next = end_ns;
+	if (status_ns && status_ns < next)
+		next = status_ns;
+	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct rb_slice *r = ctx;
+	int err = collector_handle(r->col, data, size);
+
+	if (err)
+		return err;
+	if (++r->n % 64 == 0 &&
+	    (now_ns(CLOCK_MONOTONIC) >= r->deadline_ns || arming_window_open(r->arm)))
+		return RB_SLICE_OVER;
+	return 0;
+}
+
+/* Sleeps until the next read of the ring buffer: a period, the end of an armed window, the
+ * target's exit or a signal, whichever comes first. */
+static void wait_for_read(int pidfd, int notify_fd, int rb_fd, int timeout_ms)
+{
+	struct pollfd p[3] = {
+	    {.fd = pidfd, .events = POLLIN},
+	    {.fd = notify_fd, .events = POLLIN},
+	    {.fd = rb_fd, .events = POLLIN}}; /* records submitted with a wakeup */
+	eventfd_t v;
+
+	poll(p, 3, timeout_ms);
+	if (notify_fd >= 0)
+		eventfd_read(notify_fd, &v);
+}
+
+/* The exit summary's cost line: what the run cost the target, against the budget. */
+static void print_overhead(struct arming *a, const struct options *o, const struct collector *c,
+			   const struct run_summary *r)
+{
+	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9, own;
+	double sens = collector_sensitivity_median(c);
+
+	pthread_mutex_lock(&a->lock);
+	own = (double)a->target_cpu_ns - (double)a->probe_cpu_ns;
+	if (own > 0)
+		fprintf(stderr,
+			"dial9-bpf: cost %.2f%% of the target's CPU (probe hits %.2f%%, this tool "
+			"%.2f%%; budget %g%%), probes armed %.1f%% of the time in %" PRIu64
+			" windows\n",
+			100.0 * ((double)a->probe_cpu_ns + (double)a->tool_cpu_ns) / own,
+			100.0 * (double)a->probe_cpu_ns / own, 100.0 * (double)a->tool_cpu_ns / own,
+			o->overhead_budget,
+			run_s > 0 ? 100.0 * (double)a->armed_ns / 1e9 / run_s : 0, a->windows);
+	pthread_mutex_unlock(&a->lock);
+	/* The sensitivity is how far a 1% error in the hit cost moves the estimates of tasks
+	 * that yield: past 3, the calibrated cost is not precise enough for them. */
+	if (o->overhead_budget < 100 && sens > 3)
+		fprintf(stderr,
+			"dial9-bpf: note: probe hits took most of the windows' time, so estimates "
+			"of tasks that yield are only as good as the hit cost (1%% off moves their "
+			"weights by %s%.0f%%); --overhead-budget 100 counts them exactly\n",
+			isfinite(sens) ? "" : ">", isfinite(sens) ? sens : 100.0);
+}
+
+static bool target_gone(int pidfd, int pid)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+
+	if (pidfd >= 0)
+		return poll(&p, 1, 0) > 0;
+	return kill(pid, 0) && errno == ESRCH;
+}
+
+static int open_writers(const struct options *o, const struct out_dir *dir, struct writer *w,
+			size_t *n)
+{
+	static const struct {
+		unsigned int bit;
+		int (*open)(const struct out_dir *dir, struct writer *w);
+	} all[] = {
+	    {D9_FMT_JSONL, jsonl_writer_open},		 {D9_FMT_PERF, perf_writer_open},
+	    {D9_FMT_PPROF, pprof_writer_open},		 {D9_FMT_FOLDED, folded_writer_open},
+	    {D9_FMT_FLAMEGRAPH, flamegraph_writer_open},
+	};
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		int err;
+
+		if (!(o->formats & all[i].bit))
+			continue;
+		err = all[i].open(dir, &w[*n]);
+		if (err)
+			return err;
+		(*n)++;
+	}
+	return 0;
+}
+
+static int finish_writers(const struct options *o, const struct target *t, struct symbolizer *sym,
+			  const struct collector *col, const struct run_summary *run,
+			  struct writer *w, size_t n)
+{
+	struct run_context rc = {
+	    .opts = o,
+	    .target = t,
+	    .sym = sym,
+	    .started_ns = run->started_ns,
+	    .stopped_ns = run->stopped_ns,
+	    .realtime_offset_ns = run->started_realtime_ns - run->started_ns,
+	    .stop_reason = run->stop_reason,
+	    .nthreads = col->nthreads,
+	    .threads = col->threads,
+	};
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++)
+		failed |= w[i].finish(&w[i], &rc) != 0;
+	return failed || col->write_errors;
+}
+
+/* Sampler parameters the BPF program reads as constants: set between open and load. */
+static void configure_bpf(struct record *r)
+{
+	struct sampler_bpf *skel = r->skel;
+	const struct options *o = r->o;
+	struct task_id_layout tl;
+	struct stat ns;
+
+	attach_prepare(skel, r->links.multi);
+	worker_tls_prepare(skel);
+	skel->rodata->targ_tgid = (uint32_t)o->pid;
+	skel->rodata->per_worker_hz = o->per_worker_hz;
+	skel->rodata->token_interval_ns = D9_NSEC_PER_SEC / o->per_worker_hz;
+	skel->rodata->bucket_ns = o->cap_burst * (D9_NSEC_PER_SEC / o->per_worker_hz);
+	skel->rodata->seed = o->seed;
+	skel->rodata->raw_stack_bytes = o->unwind == D9_UNWIND_DWARF ? o->stack_size : 0;
+	skel->rodata->rb_flags = BPF_RB_NO_WAKEUP;
+	if (!stat("/proc/self/ns/pid", &ns)) {
+		skel->rodata->pidns_dev = ns.st_dev;
+		skel->rodata->pidns_ino = ns.st_ino;
+	}
+	r->run.task_id_layout = tokio_task_id_layout(r->t->elf, r->t, &tl);
+	skel->rodata->read_task_id = tl.valid;
+	skel->rodata->hdr_vtable_off = tl.hdr_vtable_off;
+	skel->rodata->vtable_id_off = tl.vtable_id_off;
+}
+
+/* The target, locked against a second run, and the BPF object, loaded. */
+static int setup_bpf(struct record *r)
+{
+	struct options *o = r->o;
+	int err;
+
+	if (target_open(o->pid, &o->debuginfo, &r->t))
+		return 1;
+	/* The target's debug file is fetched now, once. libdw would otherwise ask the server for
+	 * every library without local debug info, from the sampling loop, where a slow server
+	 * stalls the ring buffer's reader for up to libdebuginfod's own timeout. */
+	unsetenv("DEBUGINFOD_URLS");
+	if (target_lock(r->t))
+		return 1;
+	if (!o->seed_set && getrandom(&o->seed, sizeof(o->seed), 0) != sizeof(o->seed))
+		o->seed = mono_ns();
+	r->run.seed = o->seed;
+
+	r->skel = sampler_bpf__open();
+	if (!r->skel) {
+		fprintf(stderr, "dial9-bpf: failed to open BPF object: %s\n", strerror(errno));
+		return 1;
+	}
+	if (o->unwind == D9_UNWIND_AUTO)
+		o->unwind = r->t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_DWARF;
+	r->links.multi = attach_multi_supported();
+	configure_bpf(r);
+	err = sampler_bpf__load(r->skel);
+	if (err) {
+		fprintf(stderr,
+			"dial9-bpf: failed to load BPF programs: %s: check that the kernel "
+			"supports BPF ring buffers and uprobes (5.15+)\n",
+			strerror(-err));
+		return 1;
+	}
+	park_outcome_load(r->skel, r->t);
+	return 0;
+}
+
+/* The output directory and one writer per --format. */
+static int setup_outputs(struct record *r)
+{
+	const struct options *o = r->o;
+	int err;
+
+	if (out_dir_open(&r->outdir, o->output_dir, &r->dir_created))
+		return 1;
+	err = open_writers(o, &r->outdir, r->writers, &r->nwriters);
+	if (err) {
+		fprintf(stderr,
+			"dial9-bpf: failed to create output in '%s': %s: give a writable "
+			"--output directory\n",
+			o->output_dir, strerror(-err));
+		return 1;
+	}
+	return 0;
+}
+
+/* What turns ring-buffer records into samples: symbolizer, task types, unwinder, collector. */
+static int setup_collector(struct record *r)
+{
+	const struct options *o = r->o;
+	struct collector *col = &r->col;
+	int err;
+
+	r->sym = symbolizer_new(o->pid);
+	if (!r->sym) {
+		fprintf(stderr, "dial9-bpf: failed to create symbolizer: %s\n", strerror(errno));
+		return 1;
+	}
+	if (r->t->symbols.method != DEBUGINFO_SYMTAB &&
+	    (err = symbolizer_set_debug_file(r->sym, r->t->symbols.path)))
+		fprintf(stderr,
+			"dial9-bpf: failed to read the debug file %s: %s: frames of %s go "
+			"unnamed\n",
+			r->t->symbols.path, strerror(-err), r->t->exe_path);
+	collector_init(col, o->pid, r->writers, r->nwriters, r->sym, read_open_epoch, r->skel);
+	err = task_types_load(r->t->elf, r->t, &r->types);
+	if (err)
+		fprintf(stderr,
+			"dial9-bpf: failed to find the task types: %s: samples name no future\n",
+			strerror(-err));
+	col->types = &r->types;
+	col->task_root = !o->no_task_root;
+	if (o->unwind == D9_UNWIND_DWARF) {
+		col->unw = unwinder_new(o->pid);
+		if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
+			const uint8_t *id;
+			size_t len = elf_file_build_id(r->t->elf, &id);
+
+			unwinder_set_debug_file(col->unw, r->t->symbols.path, id, len);
+		}
+		if (!col->unw)
+			fprintf(stderr,
+				"dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
+				"back to frame pointers\n",
+				strerror(errno));
+	}
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), on_record, &r->slice, NULL);
+	if (!r->rb) {
+		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int record_setup(struct record *r)
+{
+	if (setup_bpf(r) || setup_outputs(r) || setup_collector(r))
+		return 1;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	r->pidfd = (int)syscall(SYS_pidfd_open, r->o->pid, 0);
+	return 0;
+}
+
+/* The probe-hit cost the arming thread budgets with, and whether windows can be used. */
+static void calibrate(struct record *r)
+{
+	struct options *o = r->o;
+	bool need_xol = false;
+	int err;
+
+	for (size_t i = 0; i < r->t->nprobes; i++)
+		need_xol |= r->t->probes[i].xol;
+	err = calibrate_probe_cost(r->skel, r->links.multi, need_xol, &r->arm.cost);
+	if (err && o->verbose)
+		fprintf(stderr, "dial9-bpf: probe cost calibration failed (%s): assuming %.0f ns\n",
+			strerror(-err), r->arm.cost.entry_ns);
+	/* Windows need fast attach and detach: per-offset links take seconds to remove. */
+	if (!r->links.multi && o->overhead_budget < 100) {
+		fprintf(stderr, "dial9-bpf: this kernel has no uprobe_multi links (6.6+): probing "
+				"every poll, the overhead budget is not enforced\n");
+		o->overhead_budget = 100;
+	}
+}
+
+static int start_arming(struct record *r)
+{
+	const struct options *o = r->o;
+	struct arming *arm = &r->arm;
+
+	arm->skel = r->skel;
+	arm->t = r->t;
+	arm->budget = o->overhead_budget / 100.0;
+	arm->per_worker_hz = o->per_worker_hz;
+	if (r->skel->rodata->read_task_id &&
+	    tokio_next_id_addr(r->t->elf, r->t, &arm->next_id_addr) && o->verbose)
+		fprintf(stderr, "dial9-bpf: Tokio's task id counter not found: a task "
+				"first seen in a window is taken for a new one\n");
+	arm->seed = o->seed;
+	arm->links.multi = r->links.multi;
+	return arming_start(arm);
+}
+
+/* Attaches the persistent probes and starts the arming thread; the run starts here. */
+static int record_attach(struct record *r)
+{
+	const struct options *o = r->o;
+	const struct target *t = r->t;
+	uint64_t t0;
+
+	calibrate(r);
+	t0 = mono_ns();
+	if (attach_probes(r->skel, t, ATTACH_PERSISTENT, &r->links))
+		return 1;
+	/* worker::run is probed: a worker starting from now is seen there. */
+	worker_tls_resolve(r->skel, t, &r->col, &r->wtls);
+	r->run.worker_tls = &r->wtls;
+	r->exec_link = bpf_program__attach(r->skel->progs.target_exec);
+	if (!r->exec_link)
+		fprintf(stderr,
+			"dial9-bpf: failed to watch for exec: %s: an exec of the "
+			"same executable will not stop the run\n",
+			strerror(errno));
+	/* Open every mapped file now, while the target lives: build ids and symbols of
+	 * libraries no sample hit yet stay available if it exits before the end. Before the
+	 * arming thread starts, whose first epoch would count this one-time work against the
+	 * budget and cut the duty it plans. */
+	for (size_t it = 0; !symbolizer_next_module(r->sym, &it, &(struct sym_module){});)
+		;
+	if (start_arming(r))
+		return 1;
+	r->run.attach_ms = (mono_ns() - t0) / 1e6;
+	if (privs_drop(PRIVS_LOOP) && o->verbose)
+		fprintf(stderr, "dial9-bpf: failed to drop capabilities: %s\n", strerror(errno));
+	r->run.probes_attached = r->links.probes + t->count[PROBE_POLL] + t->count[PROBE_DEALLOC] +
+				 t->count[PROBE_PARK] + t->count[PROBE_IDLE];
+	r->run.uprobe_multi = r->links.multi;
+	r->run.started_ns = now_ns(CLOCK_MONOTONIC);
+	r->run.started_realtime_ns = now_ns(CLOCK_REALTIME);
+	r->running = true;
+	if (!o->quiet)
+		fprintf(stderr,
+			"dial9-bpf: sampling pid %d (%s): %zu poll functions, %zu park points, "
+			"%" PRIu64 " samples/s per worker; Ctrl-C to stop\n",
+			o->pid, t->comm, t->count[PROBE_POLL], t->count[PROBE_PARK],
+			o->per_worker_hz);
+	return 0;
+}
+
+/* One read of the ring buffer, unless a window is open (the arming thread reads then).
+ * Returns 0, RB_SLICE_OVER when the read was cut short, or a negative errno. */
+static int read_records(struct record *r)
+{
+	int err = 0;
+
+	r->col.hit_cost_ns = arming_hit_cost_ns(&r->arm);
+	if (!arming_window_open(&r->arm)) {
+		r->slice.deadline_ns = mono_ns() + RB_SLICE_NS;
+		err = ring_buffer__consume(r->rb);
+		if (err == -EINTR || err > 0)
+			err = 0;
+		if (err < 0 && err != RB_SLICE_OVER) {
+			fprintf(stderr, "dial9-bpf: failed to read ring buffer: %s\n",
+				strerror(-err));
+			r->run.stop_reason = "error";
+			return err;
+		}
+		if (!arming_window_open(&r->arm))
+			collector_flush(&r->col, mono_ns(), false);
+	}
+	return err;
+}
+
+/* The stop reason when the run must end now (other than by its duration or a signal). */
+static const char *must_stop(struct record *r)
+{
+	const struct options *o = r->o;
+
+	if (r->arm.error)
+		return "attach_failed";
+	if (target_gone(r->pidfd, o->pid)) {
+		if (!o->quiet)
+			fprintf(stderr, "%sdial9-bpf: target pid %d exited; finishing outputs\n",
+				r->tty ? "\n" : "", o->pid);
+		return "target_exited";
+	}
+	/* After an exec the maps no longer describe what was sampled (and after an exec
+	 * into another file the probes, on the old inode, never fire again). */
+	if (r->col.target_exec || target_exe_changed(r->t)) {
+		if (!o->quiet)
+			fprintf(stderr,
+				"%sdial9-bpf: target pid %d exec'd a new program image; "
+				"finishing outputs\n",
+				r->tty ? "\n" : "", o->pid);
+		return "target_exec";
+	}
+	return NULL;
+}
+
+/* Reads the ring buffer until the duration ends, a signal comes or the target goes. */
+static void record_loop(struct record *r)
+{
+	const struct options *o = r->o;
+	uint64_t last_status = r->run.started_ns, status_ns, end_ns = 0;
+	int status_every = r->tty ? 1 : 5, err = 0;
+	const char *why;
+
+	r->run.stop_reason = "duration";
+	if (o->duration_s > 0)
+		end_ns = r->run.started_ns + (uint64_t)(o->duration_s * 1e9);
+	while (!exiting) {
+		uint64_t now = mono_ns();
+
+		status_ns = o->quiet ? 0 : last_status + status_every * D9_NSEC_PER_SEC;
+		/* Straight on after a read cut short by its time slice: records are waiting. */
+		wait_for_read(
+		    r->pidfd, r->arm.notify_fd, ring_buffer__epoll_fd(r->rb),
+		    err == RB_SLICE_OVER ? 0 : read_timeout_ms(&r->arm, now, end_ns, status_ns));
+		err = read_records(r);
+		if (err < 0 && err != RB_SLICE_OVER)
+			break;
+		now = mono_ns();
+		why = must_stop(r);
+		if (why) {
+			r->run.stop_reason = why;
+			break;
+		}
+		if (end_ns && now >= end_ns)
+			break;
+		if (!o->quiet && now - last_status >= status_every * D9_NSEC_PER_SEC) {
+			print_status(&r->col, r->skel, (now - r->run.started_ns) / 1e9,
+				     (now - last_status) / 1e9, r->tty);
+			last_status = now;
+		}
+	}
+	if (exiting)
+		r->run.stop_reason = exiting == SIGINT	  ? "sigint"
+				     : exiting == SIGTERM ? "sigterm"
+							  : "signal";
+}
+
+/* Probes first, on every path, so the target runs unprobed as early as possible. */
+static void record_detach(struct record *r)
+{
+	uint64_t t0 = mono_ns();
+
+	arming_stop(&r->arm);
+	detach_probes(&r->links);
+	bpf_link__destroy(r->exec_link);
+	r->exec_link = NULL;
+	r->run.detach_ms = (mono_ns() - t0) / 1e6;
+}
+
+static void print_summary(struct record *r)
+{
+	const struct options *o = r->o;
+	const struct run_summary *run = &r->run;
+
+	if (r->tty)
+		fputc('\n', stderr);
+	fprintf(stderr,
+		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples from %zu workers "
+		"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
+		" ring-buffer drops; wrote %s/\n",
+		run->stop_reason, (run->stopped_ns - run->started_ns) / 1e9, r->col.samples_written,
+		r->col.nworkers, r->col.samples_with_stack, run->counters[D9_CNT_POLLS],
+		run->counters[D9_CNT_RB_DROPS], o->output_dir);
+	print_overhead(&r->arm, o, &r->col, run);
+}
+
+/* After the detach: drains what the probes left, writes every output and the summary.
+ * Returns the exit code. */
+static int record_finish(struct record *r)
+{
+	int err = 0;
+
+	r->run.stopped_ns = mono_ns();
+	r->slice.deadline_ns = UINT64_MAX; /* probes are gone: the rest is finite */
+	ring_buffer__consume(r->rb);
+	read_counters(r->skel, r->run.counters);
+	park_outcome_read(r->skel, r->t);
+	collector_close_epochs(&r->col);
+	collector_flush(&r->col, UINT64_MAX, true);
+	if (finish_writers(r->o, r->t, r->sym, &r->col, &r->run, r->writers, r->nwriters))
+		err = 1;
+	r->nwriters = 0;
+	r->run.arming = &r->arm;
+	if (metadata_write(&r->outdir, r->o, r->t, &r->col, &r->run))
+		err = 1;
+	if (!r->o->quiet)
+		print_summary(r);
+	return err;
+}
+
+/* Releases what setup made; a run that did not start leaves no half-written output. */
+static void record_free(struct record *r)
+{
+	for (size_t i = 0; i < r->nwriters; i++)
+		r->writers[i].abort(&r->writers[i]);
+	if (!r->running && r->dir_created)
+		rmdir(r->o->output_dir);
+	out_dir_close(&r->outdir);
+	if (r->pidfd >= 0)
+		close(r->pidfd);
+	ring_buffer__free(r->rb);
+	unwinder_free(r->col.unw);
+	collector_free(&r->col);
+	task_types_free(&r->types);
+	symbolizer_free(r->sym);
+	sampler_bpf__destroy(r->skel);
+	target_close(r->t);
+	arming_free(&r->arm);
+}
+
+int record_main(struct options *o)
+{
+	struct record r = {
+	    .o = o,
+	    .arm = {.notify_fd = -1, .stats_fd = -1, .wake_fd = -1},
+	    .outdir = {.fd = -1},
+	    .pidfd = -1,
+	    .tty = isatty(STDERR_FILENO),
+	};
+	int err;
+
+	r.slice = (struct rb_slice){.col = &r.col, .arm = &r.arm, .deadline_ns = UINT64_MAX};
+	libbpf_verbose = o->verbose;
+	libbpf_set_print(libbpf_print);
+	err = record_setup(&r);
+	if (!err)
+		err = record_attach(&r);
+	if (!err)
+		record_loop(&r);
+	record_detach(&r);
+	if (r.running)
+		err = record_finish(&r);
+	record_free(&r);
+	return err;
+}

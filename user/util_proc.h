@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Small reads of /proc. */
+#ifndef D9_UTIL_PROC_H
+#define D9_UTIL_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The name of thread tid of process pid (/proc/PID/task/TID/comm; tid = pid: the process's),
+ * without its newline. Returns 0, or a negative errno with buf left as it was. */
+int read_comm(int pid, uint32_t tid, char *buf, size_t len);
+
+#endif
