@@ -75,8 +75,10 @@ struct type_sum {
 struct draw {
 	int64_t cluster; /* the window; a number of its own for an always-armed sample */
 	uint32_t type;	 /* index in types; MAX_TYPES: past the type table */
+	uint32_t stack;	 /* index in ents; NO_STACK_ENT: past the stack table */
 	double w;	 /* weight_count */
 };
+#define NO_STACK_ENT UINT32_MAX
 
 /* Stack key tags: what the shown frames are. */
 #define TAG_USER 'u' /* innermost frames outside the runtime */
@@ -97,6 +99,7 @@ struct report {
 	char link[24];
 	int64_t pid;
 	uint64_t hz, cap_rate, burst, seed;
+	uint64_t windows; /* armed windows of the run (overhead.windows), drawn from or not */
 	uint64_t started_ns, stopped_ns, realtime_ns;
 	uint64_t probes, poll_fns, park_fns;
 	struct worker_sum *workers;

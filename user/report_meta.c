@@ -119,6 +119,7 @@ static int parse_counters(struct report *r, json_object *obj, struct perr *e)
 static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 {
 	json_object *sampler, *cap, *target, *workers, *counters, *probes = NULL, *samples = NULL;
+	json_object *overhead = NULL;
 	const char *tool = NULL, *s;
 
 	if (!json_object_is_type(root, json_type_object))
@@ -168,6 +169,10 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 		OPT_STR(probes, "probes", "link", r->link);
 	}
 #undef OPT_STR
+	if (rpt_get_typed(e, "", root, "overhead", true, json_type_object, &overhead) ||
+	    (overhead && rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS,
+				     &r->windows)))
+		return -1;
 	if (rpt_get_typed(e, "", root, "workers", false, json_type_array, &workers) ||
 	    parse_workers(r, workers, e))
 		return -1;

@@ -126,6 +126,10 @@ static void print_stack_frames(const struct stack_ent *s, FILE *out)
 	}
 }
 
+static double half_width(const struct report *r, bool (*in)(const struct draw *, uint32_t),
+			 uint32_t id);
+static bool of_stack(const struct draw *d, uint32_t stack);
+
 static void print_stacks(const struct report *r, FILE *out)
 {
 	size_t n = r->nents < REPORT_TOP_STACKS ? r->nents : REPORT_TOP_STACKS;
@@ -149,12 +153,13 @@ static void print_stacks(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->nents; i++)
 		order[i] = &r->ents[i];
 	qsort(order, r->nents, sizeof(*order), by_count);
-	fputs("  #   share  est. resumes  est. idle s  idle share  samples\n", out);
+	fputs("  #   share  est. resumes     +-95%  est. idle s  idle share  samples\n", out);
 	for (size_t i = 0; i < n; i++) {
 		const struct stack_ent *s = order[i];
 
-		fprintf(out, "%3zu  %5.1f%%  %12.0f  %11.3f  %9.1f%%  %7" PRIu64 "  ", i + 1,
-			pct(s->count, r->total_count), s->count, s->idle_ns / 1e9,
+		fprintf(out, "%3zu  %5.1f%%  %12.0f  %9.0f  %11.3f  %9.1f%%  %7" PRIu64 "  ", i + 1,
+			pct(s->count, r->total_count), s->count,
+			half_width(r, of_stack, (uint32_t)(s - r->ents)), s->idle_ns / 1e9,
 			pct(s->idle_ns, r->total_idle), s->samples);
 		print_stack_frames(s, out);
 		shown += s->count;
@@ -169,17 +174,31 @@ static void print_stacks(const struct report *r, FILE *out)
 	free(order);
 }
 
+/* Student's t at 97.5% for df degrees of freedom: with a few windows, 1.96 would give
+ * intervals that cover the truth far less often than 95%. */
+static double t975(size_t df)
+{
+	static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+				   2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+				   2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+				   2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+
+	return df <= sizeof(t) / sizeof(t[0]) ? t[df - 1] : 1.96 + 2.4 / (double)df;
+}
+
 /*
  * Half the width of the 95% interval of an estimated total (the draws for which in() holds):
  * the drawn units are the windows, so with z_c the estimate from window c and m windows,
- * Var = m / (m - 1) * (sum z_c^2 - total^2 / m) (windows that drew nothing of it count,
- * with z_c = 0; a sample drawn on its own, always armed, is a window of one).
+ * Var = m / (m - 1) * (sum z_c^2 - total^2 / m), and the half width t(m - 1) x sqrt(Var).
+ * Every window of the run counts, with z_c = 0 for those that drew nothing of it (all of
+ * them: metadata's overhead.windows); a sample drawn on its own, always armed, is a window of
+ * one.
  */
 static double half_width(const struct report *r, bool (*in)(const struct draw *, uint32_t),
 			 uint32_t id)
 {
 	double total = 0, sq = 0, z = 0;
-	size_t m = 0;
+	size_t m = 0, solo = 0;
 
 	for (size_t i = 0; i < r->ndraws; i++) {
 		const struct draw *d = &r->draws[i];
@@ -189,15 +208,24 @@ static double half_width(const struct report *r, bool (*in)(const struct draw *,
 			z = 0;
 		}
 		m += !i || d->cluster != d[-1].cluster;
+		solo += d->cluster > INT64_MAX / 2;
 		if (in(d, id)) {
 			z += d->w;
 			total += d->w;
 		}
 	}
 	sq += z * z;
+	if (r->windows + solo > m)
+		m = r->windows + solo;
 	if (m < 2)
 		return NAN;
-	return 1.96 * sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)));
+	return t975(m - 1) *
+	       sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)));
+}
+
+static bool of_stack(const struct draw *d, uint32_t stack)
+{
+	return d->stack == stack;
 }
 
 static bool of_type(const struct draw *d, uint32_t type)

@@ -259,7 +259,8 @@ static struct type_sum *type_get(struct report *r, const char *future)
 
 /* Kept in cluster order as they come (samples come about in window order): half_width()
  * reads each window's draws together. */
-static int add_draw(struct report *r, int64_t window, const struct type_sum *type, double w)
+static int add_draw(struct report *r, int64_t window, const struct type_sum *type,
+		    const struct stack_ent *ent, double w)
 {
 	struct draw d;
 	size_t i;
@@ -277,6 +278,7 @@ static int add_draw(struct report *r, int64_t window, const struct type_sum *typ
 	    /* After every window, in the order they come. */
 	    .cluster = window > 0 ? window : INT64_MAX / 2 + ++r->solo,
 	    .type = type == &r->other_types ? MAX_TYPES : (uint32_t)(type - r->types),
+	    .stack = ent ? (uint32_t)(ent - r->ents) : NO_STACK_ENT,
 	    .w = w,
 	};
 	for (i = r->ndraws++; i > 0 && r->draws[i - 1].cluster > d.cluster; i--)
@@ -341,7 +343,7 @@ int rpt_take_sample(struct report *r, json_object *obj, struct perr *e)
 	type->samples++;
 	type->count += (double)wcount;
 	type->idle_ns += (double)widle;
-	if (add_draw(r, window, type, (double)wcount))
+	if (add_draw(r, window, type, ent, (double)wcount))
 		return rpt_fail(e, "out of memory after %" PRIu64 " samples", r->nsamples);
 	w = rpt_find_worker(r, worker);
 	if (w)

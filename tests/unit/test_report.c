@@ -161,12 +161,14 @@ static void test_stacks_grouped_and_weighted(void **state)
 	text = printed(r);
 	/* The two app samples are one stack: 40 of 50 resumes, 6 of 6 idle seconds. */
 	assert_contains(text, "2 distinct");
-	assert_contains(text, "  1   80.0%            40        6.000      100.0%        2  "
+	/* Three samples drawn one by one: the app stack's 3/2 * (20^2 + 20^2 - 40^2/3) = 400,
+	 * +-t(2) * 20 = 86; the other's 3/2 * (10^2 - 10^2/3) = 100, +-43. */
+	assert_contains(text, "  1   80.0%            40         86        6.000      100.0%        2  "
 			      "at clone_waker\n"
 			      "        app::db::query::{{closure}}\n"
 			      "        <app::Traced<F> as core::future::future::Future>::poll\n"
 			      "        app::handler::{{closure}}\n"
-			      "  2   20.0%            10        0.000        0.0%        1  "
+			      "  2   20.0%            10         43        0.000        0.0%        1  "
 			      "at resource_poll\n"
 			      "        (no stack)\n");
 	assert_null(strstr(text, "&mut F"));
@@ -202,17 +204,17 @@ static void test_by_task_type(void **state)
 	add(r, with_future(sample(1, "0.1", 0, "yield", 40, 0, "[]"), "null", ""));
 	text = printed(r);
 	/* Four samples drawn one by one: handler's variance 4/3 * (20^2 + 30^2 - 50^2/4) = 30^2,
-	 * +-1.96 * 30; the unknown row's 4/3 * (40^2 - 40^2/4) = 40^2. */
+	 * +-t(3) * 30 = 3.182 * 30; the unknown row's 4/3 * (40^2 - 40^2/4) = 40^2. */
 	assert_contains(text,
 			"   share  est. resumes     +-95%  est. idle s  samples  future\n"
-			"   50.0%            50         59        4.000        2  "
+			"   50.0%            50         95        4.000        2  "
 			"app::handler::{{closure}}\n"
-			"   40.0%            40         78        0.000        1  (unknown)\n"
-			"   10.0%            10         20        0.000        1  task-type-3\n");
+			"   40.0%            40        127        0.000        1  (unknown)\n"
+			"   10.0%            10         32        0.000        1  task-type-3\n");
 	free(text);
 	report_free(r);
-	/* The handler's two samples in one window (7) are one draw: 3/2 * (50^2 - 50^2/3) = 50^2;
-	 * windows come out of order and are grouped all the same. */
+	/* The handler's two samples in one window (7) are one draw: 3/2 * (50^2 - 50^2/3) = 50^2,
+	 * +-t(2) * 50 = 4.303 * 50; windows come out of order and are grouped all the same. */
 	r = with_meta(0);
 	add(r,
 	    with_future(sample(0, "0.05", 0, "sleep", 20, 0, APP_STACK), handler, ",\"window\":7"));
@@ -222,7 +224,7 @@ static void test_by_task_type(void **state)
 	add(r,
 	    with_future(sample(0, "0.05", 0, "sleep", 30, 0, APP_STACK), handler, ",\"window\":7"));
 	text = printed(r);
-	assert_contains(text, "   50.0%            50         98        0.000        2  "
+	assert_contains(text, "   50.0%            50        215        0.000        2  "
 			      "app::handler::{{closure}}\n");
 	free(text);
 	report_free(r);
