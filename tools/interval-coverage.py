@@ -35,6 +35,16 @@ def windows_in(meta, epochs):
     return sum(e["windows"] for e in meta["overhead"]["epochs"] if e["epoch"] in epochs)
 
 
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df):
+    """Student's t at 97.5%, as dial9-bpf report uses it."""
+    return T975[df - 1] if df <= len(T975) else 1.96 + 2.4 / df
+
+
 def interval(samples, m, kind):
     """(estimate, half width of the 95% interval): clusters are windows; m windows in all, those
     that drew nothing of this kind counting with a total of 0."""
@@ -48,7 +58,7 @@ def interval(samples, m, kind):
     if m < 2:
         return total, math.nan
     var = m / (m - 1) * (sum(v * v for v in z.values()) - total * total / m)
-    return total, 1.96 * math.sqrt(max(var, 0))
+    return total, t975(m - 1) * math.sqrt(max(var, 0))
 
 
 def coverage(samples, meta, truth, nseg, secs):

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -707,6 +708,7 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 	    .fixed_ns = probe_ns - in_gate - capture,
 	    .hits = gated,
 	    .tool_other_ns = tool_ns - nwin * a->window_cpu_ns,
+	    .windows_ns = nwin * a->window_cpu_ns,
 	};
 
 	own_ns = (double)(r1->cpu - r0->cpu) - probe_ns;
@@ -716,8 +718,14 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 		e.tool_other_ns = 0;
 	/* Nothing armed yet (the thread's first pass): nothing to price. */
 	if (armed_ns || e.wall_ns > (double)NSEC / 2)
-		duty_observe(&a->plan, &e);
+		duty_observe(&a->plan, &e, a->budget);
 	duty = duty_for_budget(&a->plan, &l, a->duty);
+	if (a->verbose)
+		fprintf(stderr,
+			"dial9-bpf: epoch %" PRIu64 ": %.0f ms, armed %.1f ms, gate hits %" PRIu64
+			" (%.2f ms), other hits %.2f ms, own %.0f ms, tool %.2f ms: duty %.4f\n",
+			epoch - 1, e.wall_ns / 1e6, e.armed_ns / 1e6, e.hits, e.probe_ns / 1e6,
+			e.fixed_ns / 1e6, e.own_ns / 1e6, e.tool_other_ns / 1e6, duty);
 	need = duty_for_samples(a->per_worker_hz, r1->elig - r0->elig, active_workers(a, epoch),
 				(double)armed_ns);
 	*by_samples = need < duty;

@@ -44,6 +44,7 @@ struct arming {
 	uint32_t per_worker_hz; /* samples wanted per worker per second: duty needs no more */
 	struct probe_cost cost;
 	uint64_t seed;
+	bool verbose; /* each epoch's plan on stderr */
 
 	/* owned by the arming thread */
 	pthread_t thread;

@@ -9,10 +9,15 @@
 #define DUTY_GROWTH_THIN 4.0
 /* The first epoch's measurement replaces nothing; later ones are averaged in by this. */
 #define DUTY_DECAY 0.5
+/* Share of the budget's balance paid back (or spent) in the next epoch, and how much of it
+ * is still owed an epoch later: overspending is paid back over a few seconds. */
+#define DEBT_GAIN 0.25
+#define DEBT_DECAY 0.7
 
-void duty_observe(struct duty_state *s, const struct duty_epoch *e)
+void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget)
 {
 	double k = s->seeded ? DUTY_DECAY : 0.0;
+	double spent = e->probe_ns + e->fixed_ns + e->tool_other_ns + e->windows_ns;
 
 	if (e->wall_ns <= 0)
 		return;
@@ -23,7 +28,7 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e)
 	s->tool_other = k * s->tool_other + e->tool_other_ns;
 	s->fixed = k * s->fixed + e->fixed_ns;
 	s->hits = k * s->hits + (double)e->hits;
-	s->last_armed_cost = e->armed_ns > 0 ? e->probe_ns / (e->armed_ns / NSEC) : 0;
+	s->debt = DEBT_DECAY * s->debt + spent - budget * e->own_ns;
 	s->seeded = true;
 }
 
@@ -63,12 +68,11 @@ double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, 
 	if (!s->seeded || s->armed <= 0)
 		return prev;
 	cost = s->probe / (s->armed / NSEC);
-	if (s->last_armed_cost > cost)
-		cost = s->last_armed_cost;
 	if (cost <= 0)
 		return prev * DUTY_GROWTH_THIN; /* nothing hit the probes: arm more to learn */
 	own = own_per_s(s);
-	avail = l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC);
+	avail = l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC) -
+		DEBT_GAIN * fmax(-l->budget * own, fmin(s->debt, l->budget * own));
 	duty = (avail - l->window_cpu_ns) / cost;
 	duty = (avail - (double)duty_windows(l, duty, own) * l->window_cpu_ns) / cost;
 	if (s->hits < DUTY_TRUSTED_HITS && duty > DUTY_GROWTH_THIN * prev)

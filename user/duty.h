@@ -25,12 +25,14 @@
 #define DUTY_INITIAL 0.005
 
 /* What the last epochs cost: sums decayed by half each epoch (duty_observe), so that a burst
- * in one epoch's windows moves the plan by half, and the last epoch alone (last_*), so that
- * a cost rising shrinks the duty at once: overshooting the budget is the error to avoid. */
+ * in one epoch moves the plan by half; and the budget's balance (debt: spent beyond the budget,
+ * decayed too), so that epochs over it are paid back by the next ones and the run as a whole
+ * keeps to it. Taking the dearest recent epoch instead collapsed the duty whenever a burst of
+ * work met a window, and the run ramped up again for seconds. */
 struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
 	double hits;					   /* decayed */
-	double last_armed_cost;				   /* ns per armed second, last epoch */
+	double debt;					   /* ns, decayed */
 	bool seeded;
 };
 
@@ -47,6 +49,7 @@ struct duty_epoch {
 	uint64_t hits; /* probe hits behind probe_ns */
 	double own_ns; /* the target's own CPU (its CPU minus probe_ns) */
 	double tool_other_ns;
+	double windows_ns; /* the tool's CPU for the windows' attach and detach */
 };
 
 /* What a window costs the tool, and the limits the plan must keep. */
@@ -59,8 +62,8 @@ struct duty_limits {
 	double window_share;  /* share of the budget windows' fixed costs may take */
 };
 
-/* Folds one epoch into the state. */
-void duty_observe(struct duty_state *s, const struct duty_epoch *e);
+/* Folds one epoch into the state; budget as in struct duty_limits. */
+void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget);
 /* The duty that spends the budget, from the state; prev is the duty in force. */
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev);
 /* Windows per second for a duty. */

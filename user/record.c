@@ -484,6 +484,7 @@ static int start_arming(struct record *r)
 		fprintf(stderr, "dial9-bpf: Tokio's task id counter not found: a task "
 				"first seen in a window is taken for a new one\n");
 	arm->seed = o->seed;
+	arm->verbose = o->verbose;
 	arm->links.multi = r->links.multi;
 	return arming_start(arm);
 }

@@ -170,8 +170,8 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 	}
 #undef OPT_STR
 	if (rpt_get_typed(e, "", root, "overhead", true, json_type_object, &overhead) ||
-	    (overhead && rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS,
-				     &r->windows)))
+	    (overhead &&
+	     rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS, &r->windows)))
 		return -1;
 	if (rpt_get_typed(e, "", root, "workers", false, json_type_array, &workers) ||
 	    parse_workers(r, workers, e))

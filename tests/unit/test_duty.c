@@ -36,10 +36,11 @@ static void test_budget_duty(void **state)
 
 	(void)state;
 	assert_true(duty_for_budget(&s, &limits, 0.005) == 0.005); /* nothing known yet */
-	duty_observe(&s, &e);
-	/* 10 ms budget - 3 ms other - one 1 ms window = 6 ms at 0.4 ms per armed ms. */
+	duty_observe(&s, &e, limits.budget);
+	/* 10 ms budget - 3 ms other + a quarter of the 5 ms left unspent - one 1 ms window =
+	 * 7.25 ms at 0.4 ms per armed ms. */
 	d = duty_for_budget(&s, &limits, 0.005);
-	assert_true(fabs(d - 0.015) < 1e-9);
+	assert_true(fabs(d - 0.018125) < 1e-9);
 }
 
 /* A partial first epoch prices like a whole one: figures are per second. */
@@ -52,8 +53,9 @@ static void test_partial_epoch(void **state)
 	e.wall_ns = 0.3e9;
 	e.own_ns = 0.3e9;
 	e.tool_other_ns = 0.9e6;
-	duty_observe(&s, &e);
-	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.015) < 1e-9);
+	duty_observe(&s, &e, limits.budget);
+	/* 3 ms other a second, and 0.1 ms of the 3 ms budget left: (10 - 3 + 0.025 - 1) / 0.4. */
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.0150625) < 1e-9);
 }
 
 /* Hits outside the gate are a cost per second, not per armed second. */
@@ -64,28 +66,34 @@ static void test_fixed_cost(void **state)
 
 	(void)state;
 	e.fixed_ns = 3e6;
-	duty_observe(&s, &e);
-	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.015) < 1e-9);
+	duty_observe(&s, &e, limits.budget);
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.018125) < 1e-9);
 }
 
-/* A dearer last epoch shrinks the duty at once; a cheaper one is averaged in. */
-static void test_shrink_at_once(void **state)
+/* An epoch over the budget is paid back by the next; one that spends exactly the budget
+ * leaves the plan where it is. */
+static void test_debt(void **state)
 {
-	struct duty_state s = {0};
-	struct duty_epoch e = epoch_of(5, 2, 3);
-	double d;
+	struct duty_state s = {0}, over = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3), burst = epoch_of(5, 2, 3);
+	double d0;
 
 	(void)state;
-	duty_observe(&s, &e);
-	e = epoch_of(5, 4, 3);
-	duty_observe(&s, &e);
-	d = duty_for_budget(&s, &limits, 0.015);
-	assert_true(fabs(d - 0.0075) < 1e-9); /* 6 ms at 0.8 ms per armed ms */
-	e = epoch_of(5, 1, 3);
-	duty_observe(&s, &e);
-	d = duty_for_budget(&s, &limits, 0.0075);
-	/* Averaged: (2 x 0.5 x 0.5 + 4 x 0.5 + 1) / (5 x 1.75) ms per armed ms. */
-	assert_true(fabs(d - 6.0 / (3.5 / 8.75) / 1000) < 1e-9);
+	e.fixed_ns = 4e6; /* 2 + 3 + 4 + 1 ms of windows: exactly 10 ms */
+	e.windows_ns = 1e6;
+	burst.fixed_ns = 12e6;
+	burst.windows_ns = 1e6;
+	duty_observe(&s, &e, limits.budget);
+	d0 = duty_for_budget(&s, &limits, 0.005);
+	for (int i = 0; i < 5; i++)
+		duty_observe(&s, &e, limits.budget);
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - d0) < 1e-9);
+	assert_true(fabs(s.debt) < 1e-3);
+	duty_observe(&over, &burst, limits.budget);
+	duty_observe(&over, &e, limits.budget);
+	duty_observe(&s, &e, limits.budget);
+	assert_true(duty_for_budget(&over, &limits, 0.005) < duty_for_budget(&s, &limits, 0.005));
+	assert_true(over.debt > 0);
 }
 
 /* Few hits: growth is bounded, since a short window says little of a longer one. */
@@ -96,7 +104,7 @@ static void test_thin_growth(void **state)
 
 	(void)state;
 	e.hits = 5;
-	duty_observe(&s, &e);
+	duty_observe(&s, &e, limits.budget);
 	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - 0.02) < 1e-12);
 }
 
@@ -107,7 +115,7 @@ static void test_negative_duty(void **state)
 	struct duty_epoch e = epoch_of(5, 2, 50);
 
 	(void)state;
-	duty_observe(&s, &e);
+	duty_observe(&s, &e, limits.budget);
 	assert_true(duty_for_budget(&s, &limits, 0.005) < 0);
 	assert_int_equal(duty_windows(&limits, -0.5, 1e9), 1);
 	assert_true(duty_clamp(-0.5, 0.01) == DUTY_MIN);
@@ -139,7 +147,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_budget_duty), cmocka_unit_test(test_partial_epoch),
-	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_shrink_at_once),
+	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_debt),
 	    cmocka_unit_test(test_thin_growth), cmocka_unit_test(test_negative_duty),
 	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_need),
 	};

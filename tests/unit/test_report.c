@@ -163,14 +163,15 @@ static void test_stacks_grouped_and_weighted(void **state)
 	assert_contains(text, "2 distinct");
 	/* Three samples drawn one by one: the app stack's 3/2 * (20^2 + 20^2 - 40^2/3) = 400,
 	 * +-t(2) * 20 = 86; the other's 3/2 * (10^2 - 10^2/3) = 100, +-43. */
-	assert_contains(text, "  1   80.0%            40         86        6.000      100.0%        2  "
-			      "at clone_waker\n"
-			      "        app::db::query::{{closure}}\n"
-			      "        <app::Traced<F> as core::future::future::Future>::poll\n"
-			      "        app::handler::{{closure}}\n"
-			      "  2   20.0%            10         43        0.000        0.0%        1  "
-			      "at resource_poll\n"
-			      "        (no stack)\n");
+	assert_contains(text,
+			"  1   80.0%            40         86        6.000      100.0%        2  "
+			"at clone_waker\n"
+			"        app::db::query::{{closure}}\n"
+			"        <app::Traced<F> as core::future::future::Future>::poll\n"
+			"        app::handler::{{closure}}\n"
+			"  2   20.0%            10         43        0.000        0.0%        1  "
+			"at resource_poll\n"
+			"        (no stack)\n");
 	assert_null(strstr(text, "&mut F"));
 	assert_null(strstr(text, "app::serve"));
 	assert_contains(text, "3 samples (1 without a stack, 1 from capped epochs)");
