@@ -28,6 +28,7 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->tool_other = k * s->tool_other + e->tool_other_ns;
 	s->fixed = k * s->fixed + e->fixed_ns;
 	s->hits = k * s->hits + (double)e->hits;
+	s->windows = k * s->windows + (double)e->windows;
 	s->debt = DEBT_DECAY * s->debt + spent - budget * e->own_ns;
 	s->seeded = true;
 }
@@ -61,23 +62,51 @@ uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_pe
 	return k;
 }
 
+/* What the budget leaves per second for windows and gates: its share of the target's CPU, less
+ * the tool's CPU beyond windows and the hits outside gates, less part of what is owed. */
+static double avail_per_s(const struct duty_state *s, const struct duty_limits *l)
+{
+	double own = own_per_s(s);
+
+	return l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC) -
+	       DEBT_GAIN * fmax(-l->budget * own, fmin(s->debt, l->budget * own));
+}
+
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev)
 {
-	double own, avail, cost, duty;
+	double avail, cost, duty;
 
 	if (!s->seeded || s->armed <= 0)
 		return prev;
 	cost = s->probe / (s->armed / NSEC);
 	if (cost <= 0)
 		return prev * DUTY_GROWTH_THIN; /* nothing hit the probes: arm more to learn */
-	own = own_per_s(s);
-	avail = l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC) -
-		DEBT_GAIN * fmax(-l->budget * own, fmin(s->debt, l->budget * own));
+	avail = avail_per_s(s, l);
 	duty = (avail - l->window_cpu_ns) / cost;
-	duty = (avail - (double)duty_windows(l, duty, own) * l->window_cpu_ns) / cost;
+	duty = (avail - (double)duty_windows(l, duty, own_per_s(s)) * l->window_cpu_ns) / cost;
 	if (s->hits < DUTY_TRUSTED_HITS && duty > DUTY_GROWTH_THIN * prev)
 		duty = DUTY_GROWTH_THIN * prev;
 	return duty;
+}
+
+double duty_sparse(const struct duty_state *s, const struct duty_limits *l, double *duty)
+{
+	double cost, per_win, gate, avail, q;
+
+	if (!s->seeded || s->armed <= 0 || s->windows <= 0 || *duty >= 1.0)
+		return 1.0;
+	cost = s->probe / (s->armed / NSEC);
+	per_win = l->window_cpu_ns + s->fixed / s->windows;
+	if (cost <= 0 || *duty * cost >= per_win)
+		return 1.0;
+	/* A gate that costs what the window's fixed part does. */
+	gate = per_win / cost;
+	avail = avail_per_s(s, l) + s->fixed / (s->wall / NSEC);
+	q = avail / (per_win + gate * cost);
+	if (q >= 1.0)
+		return 1.0;
+	*duty = gate;
+	return q < DUTY_MIN_SHARE ? DUTY_MIN_SHARE : q;
 }
 
 double duty_transitions_needed(double hz)

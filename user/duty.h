@@ -21,6 +21,8 @@
 #define DUTY_CONTINUOUS 0.5
 /* A floor only: what the samples need normally sets the duty. */
 #define DUTY_MIN 0.0005
+/* Epochs with windows, at least, when windows are sparse (duty_sparse). */
+#define DUTY_MIN_SHARE 0.1
 /* The duty of the first, partial epoch, before anything is measured. */
 #define DUTY_INITIAL 0.005
 
@@ -32,6 +34,7 @@
 struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
 	double hits;					   /* decayed */
+	double windows;					   /* decayed */
 	double debt;					   /* ns, decayed */
 	bool seeded;
 };
@@ -50,6 +53,7 @@ struct duty_epoch {
 	double own_ns; /* the target's own CPU (its CPU minus probe_ns) */
 	double tool_other_ns;
 	double windows_ns; /* the tool's CPU for the windows' attach and detach */
+	uint32_t windows;  /* windows made, sampling and lean */
 };
 
 /* What a window costs the tool, and the limits the plan must keep. */
@@ -66,6 +70,15 @@ struct duty_limits {
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget);
 /* The duty that spends the budget, from the state; prev is the duty in force. */
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev);
+/*
+ * When the budget cannot pay every second for a window's fixed cost (the tool's attach and
+ * detach, the hits while probes go in, settle and come out) and a gate worth it: rather than
+ * pay that cost for a gate too short to see anything, an epoch has its windows with
+ * probability q, each gate costing at least what the fixed part does. Returns q (1: windows
+ * every epoch) and sets *duty to the gate of an epoch that has them. A sample's inclusion
+ * probability carries q x duty, so estimates stay unbiased.
+ */
+double duty_sparse(const struct duty_state *s, const struct duty_limits *l, double *duty);
 /* Windows per second for a duty. */
 uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_per_s);
 /* Eligible transitions per worker per second windows must see for hz samples each. */

@@ -121,6 +121,31 @@ static void test_negative_duty(void **state)
 	assert_true(duty_clamp(-0.5, 0.01) == DUTY_MIN);
 }
 
+/* A window whose fixed part costs more than the budget pays for in a second: epochs get
+ * windows with probability q, each with a gate worth its fixed cost. */
+static void test_sparse(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(1, 0.4, 2);
+	double d = 0.0005, q;
+
+	(void)state;
+	e.fixed_ns = 7e6;
+	e.windows = 1;
+	e.windows_ns = 1e6;
+	duty_observe(&s, &e, limits.budget);
+	/* 0.4 ms per armed ms; 8 ms fixed a window (7 + 1): a gate of 20 ms (duty 0.02) costs as
+	 * much, 16 ms a window in all, against the 10 ms budget less 2 ms of other CPU and a
+	 * quarter of the 0.4 ms overspent. */
+	assert_true(duty_for_budget(&s, &limits, 0.005) < d);
+	q = duty_sparse(&s, &limits, &d);
+	assert_true(fabs(d - 0.02) < 1e-9);
+	assert_true(fabs(q - (10 - 2 - 0.25 * 0.4) / 16) < 1e-9);
+	/* A window the budget pays for every second: no change. */
+	d = 0.05;
+	assert_true(duty_sparse(&s, &limits, &d) == 1.0 && d == 0.05);
+}
+
 static void test_windows(void **state)
 {
 	(void)state;
@@ -149,7 +174,8 @@ int main(void)
 	    cmocka_unit_test(test_budget_duty), cmocka_unit_test(test_partial_epoch),
 	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_debt),
 	    cmocka_unit_test(test_thin_growth), cmocka_unit_test(test_negative_duty),
-	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_need),
+	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_sparse),
+	    cmocka_unit_test(test_need),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
