@@ -17,7 +17,7 @@
  *  - calib_probe: the loader's measurement of what one hit costs.
  *  - target_exec: the target exec'd; the loader must stop.
  *  - thread_regs: a task iterator giving each target thread's TLS base and sp, for workers
- *    that entered worker::run before the attach (user/worker_tls.c).
+ *    that entered worker::run before the attach (user/target/worker_tls.c).
  *
  * Map design:
  *  - threads (LRU hash, key tid): the poll nesting stack of each thread. Only the owning thread
@@ -38,7 +38,7 @@
  *  - kept_alarm (ring buffer): the first hit on a kept probe between windows.
  *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
  *  - tls_workers (hash, key tid): the worker key of threads that ran worker::run before the
- *    attach, found by the loader in Tokio's thread-local context (user/worker_tls.c); read
+ *    attach, found by the loader in Tokio's thread-local context (user/target/worker_tls.c); read
  *    when a thread's state is made.
  *
  * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
