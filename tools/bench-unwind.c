@@ -8,8 +8,8 @@
  *
  * Reads every task-sample-raw record (PERF_SAMPLE_REGS_USER BP SP IP and PERF_SAMPLE_STACK_USER,
  * see user/output/perf_writer.c) into memory, opens one unwinder on the LIVE process PID (the
- * unwinder reads its maps and binaries; the records must come from that process), then unwinds every
- * record with unwinder_unwind() and expands each pc with unwinder_inline_frames(), as
+ * unwinder reads its maps and binaries; the records must come from that process), then unwinds
+ * every record with unwinder_unwind() and expands each pc with unwinder_inline_frames(), as
  * `perf script --inline` does. Only the unwinding loop is timed. The first pass over the set
  * is reported on its own ("cold": CFI and DWARF parsed, inline cache filled, what a one-shot
  * run pays), then REPEAT more passes ("warm"). Peak RSS is ru_maxrss of this process, the
