@@ -1,4 +1,5 @@
-# dial9-bpf build. Data flow: bpf/*.bpf.c -> build/*.skel.h -> user/*.c -> build/dial9-bpf
+# dial9-bpf build. Data flow: bpf/*.bpf.c -> build/*.skel.h -> user/STAGE/*.c -> build/dial9-bpf
+# (user/ has one folder per pipeline stage; README.md, "Changing it", lists them).
 # `make deps` installs what a fresh Debian 12 machine lacks; `make demo` and `make test` use it.
 
 BUILD     := build
@@ -24,9 +25,12 @@ LDLIBS    := -lbpf -lelf -ldw -ldebuginfod -lz -liberty -ljson-c -lcap -lm
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
-USER_SRCS := $(wildcard user/*.c)
+# Every stage folder is on the include path, so a source includes "x.h" wherever x.h lives.
+USER_SRCS := $(wildcard user/*/*.c)
+USER_HDRS := $(wildcard user/*/*.h)
+USER_INC  := $(patsubst %/,-I%,$(sort $(dir $(USER_SRCS) $(USER_HDRS))))
 USER_OBJS := $(patsubst user/%.c,$(BUILD)/user/%.o,$(USER_SRCS))
-LIB_OBJS  := $(filter-out $(BUILD)/user/main.o,$(USER_OBJS))
+LIB_OBJS  := $(filter-out $(BUILD)/user/cli/main.o,$(USER_OBJS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
@@ -44,28 +48,29 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(BUILD) $(BUILD)/user $(BUILD)/tests:
+$(BUILD) $(BUILD)/tests:
 	@mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard include/*.h) | $(BUILD)
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.bpf.h) $(BUILD)/vmlinux.h $(wildcard include/*.h) | $(BUILD)
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(BUILD) \
 		-c $< -o $@
 
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/user/%.o: user/%.c $(wildcard include/*.h) $(wildcard user/*.h) $(SKELS) | $(BUILD)/user
-	$(CC) $(CFLAGS) -Iuser -c $< -o $@
+$(BUILD)/user/%.o: user/%.c $(wildcard include/*.h) $(USER_HDRS) $(SKELS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(USER_INC) -c $< -o $@
 
 $(BUILD)/dial9-bpf: $(USER_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # Unit tests: each tests/unit/test_X.c links against every user object but main.o.
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS) | $(BUILD)/tests
-	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
+	$(CC) $(CFLAGS) $(USER_INC) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
 
 # The demo target: a real Tokio program built offline from Debian's crates, twice: with frame
 # pointers forced (fp) and as a default release build (nofp).
@@ -117,18 +122,18 @@ test: deps
 	tests/run-tests.sh
 
 format:
-	clang-format -i bpf/*.c user/*.c user/*.h include/*.h tests/unit/*.c tests/fuzz/*.c tools/*.c
+	clang-format -i $(wildcard bpf/*.c bpf/*.h user/*/*.c user/*/*.h include/*.h tests/unit/*.c tests/fuzz/*.c tools/*.c)
 
 clean:
 	rm -rf $(BUILD)
 
-# Fuzzing: tests/fuzz/fuzz_X.c is a libFuzzer target for user/X.c, both built with ASan and
+# Fuzzing: tests/fuzz/fuzz_X.c is a libFuzzer target for user/*/X.c, both built with ASan and
 # UBSan (clang; libFuzzer is in libclang-rt-14-dev). `make fuzz` runs each target for
 # FUZZ_SECONDS, new inputs going to $(BUILD)/fuzz/corpus-X; `make fuzz-regress` (part of
 # `make test`) replays the checked-in corpora tests/fuzz/corpus/X once.
 FUZZ_SECONDS ?= 600
 FUZZ_CFLAGS  := -g -O1 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE \
-		-DDIAL9_VERSION=\"$(VERSION)\" -Iinclude -I$(BUILD) -Iuser \
+		-DDIAL9_VERSION=\"$(VERSION)\" -Iinclude -I$(BUILD) $(USER_INC) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
@@ -137,12 +142,11 @@ $(BUILD)/fuzz:
 	@mkdir -p $@
 
 # Sources a target's file needs besides itself.
-FUZZ_DEPS_report := user/out_dir.c user/report_meta.c user/report_print.c user/report_procs.c \
-		    user/report_read.c user/report_stacks.c
+FUZZ_DEPS_report := user/output/out_dir.c $(filter-out user/report/report.c,$(wildcard user/report/*.c))
 
 .SECONDEXPANSION:
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c user/%.c $$(FUZZ_DEPS_$$*) $(wildcard user/*.h) | $(BUILD)/fuzz
-	$(CLANG) $(FUZZ_CFLAGS) $< user/$*.c $(FUZZ_DEPS_$*) $(LDLIBS) -o $@
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(wildcard user/*/$$*.c) $$(FUZZ_DEPS_$$*) $(USER_HDRS) | $(BUILD)/fuzz
+	$(CLANG) $(FUZZ_CFLAGS) $< $(wildcard user/*/$*.c) $(FUZZ_DEPS_$*) $(LDLIBS) -o $@
 
 fuzz: $(FUZZ_BINS)
 	@for t in $(FUZZ_TARGETS); do \
@@ -166,7 +170,7 @@ fuzz-regress: $(FUZZ_BINS)
 	done
 
 $(BUILD)/bench-writers: tools/bench-writers.c $(LIB_OBJS)
-	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(USER_INC) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
 # Writer throughput and peak memory: bench/RESULTS.md, "Writers". BENCH_ARGS=-h lists
 # the options.
@@ -187,7 +191,7 @@ bench-overhead: $(BUILD)/dial9-bpf $(BUILD)/demo-fp
 .PHONY: bench-overhead
 
 $(BUILD)/bench-unwind: tools/bench-unwind.c $(LIB_OBJS)
-	$(CC) $(CFLAGS) -Iuser $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(USER_INC) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
 # DWARF unwinding throughput vs perf script on the same raw-stack perf.data: bench/RESULTS.md,
 # "Unwinding". Needs a dial9-bpf perf.data of a live pid: BENCH_ARGS="[-n N] FILE PID".
@@ -197,8 +201,8 @@ bench-unwind: $(BUILD)/bench-unwind
 .PHONY: bench-unwind
 
 # A spinning, deep-stacked target for perf's in-thread cost (frame pointers kept for perf -g).
-$(BUILD)/gapmeter: tools/gapmeter.c user/util_clock.c | $(BUILD)
-	$(CC) $(CFLAGS) -fno-omit-frame-pointer -Iuser $^ -lpthread -o $@
+$(BUILD)/gapmeter: tools/gapmeter.c user/util/util_clock.c | $(BUILD)
+	$(CC) $(CFLAGS) -fno-omit-frame-pointer $(USER_INC) $^ -lpthread -o $@
 
 # perf record's cost inside the threads it samples, interleaved with unprofiled segments:
 # bench/RESULTS.md, "perf's cost in the target". Root; BENCH_ARGS=-h lists the options.

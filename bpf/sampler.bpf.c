@@ -17,7 +17,7 @@
  *  - calib_probe: the loader's measurement of what one hit costs.
  *  - target_exec: the target exec'd; the loader must stop.
  *  - thread_regs: a task iterator giving each target thread's TLS base and sp, for workers
- *    that entered worker::run before the attach (user/worker_tls.c).
+ *    that entered worker::run before the attach (user/target/worker_tls.c).
  *
  * Map design:
  *  - threads (LRU hash, key tid): the poll nesting stack of each thread. Only the owning thread
@@ -38,7 +38,7 @@
  *  - kept_alarm (ring buffer): the first hit on a kept probe between windows.
  *  - arming (array): the current armed window, written by the loader (include/dial9_bpf.h).
  *  - tls_workers (hash, key tid): the worker key of threads that ran worker::run before the
- *    attach, found by the loader in Tokio's thread-local context (user/worker_tls.c); read
+ *    attach, found by the loader in Tokio's thread-local context (user/target/worker_tls.c); read
  *    when a thread's state is made.
  *
  * Every poll of a task but its first is a resume after Pending, so a task seen polled once is
@@ -682,101 +682,7 @@ static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid,
 
 /* The one field read from the kernel's task_struct, relocated by CO-RE; a local type keeps
  * the object's BTF from pulling in task_struct and everything it refers to. */
-struct task_struct___d9 {
-	struct {
-		unsigned long long run_delay;
-	} sched_info;
-} __attribute__((preserve_access_index));
-
-/* Whether the poll now on this thread counts in the hit-cost measurement (D9_CNT_FULL_* and
- * D9_CNT_LEAN_*): one kind of poll in both kinds of window, those resumed from a yield (the
- * probes thin them out in sampling windows more than in lean ones, so a mix of kinds would
- * differ in its own work per poll), and none near a capture (cost_skip). */
-static __always_inline bool cost_measured(const struct thread_state *t)
-{
-	return t->after_yield && !t->cost_skip;
-}
-
-static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
-{
-	return now >= arm->window_start && now < arm->window_end;
-}
-
-/* Charges the time since the thread's previous probe event, clipped to the gate, to busy or
- * idle, and counts the hit. parks: this event is the worker parking. */
-static __always_inline void gate_account(struct thread_state *t, const struct d9_arming *arm,
-					 __u64 now, bool parks)
-{
-	/* Up to date while the thread runs (the kernel adds each wait when it gets a CPU); 0
-	 * where the kernel keeps no sched_info, and then no wait is seen. */
-	__u64 run_delay =
-	    BPF_CORE_READ((struct task_struct___d9 *)bpf_get_current_task(), sched_info.run_delay);
-	__u64 waited =
-	    t->last_event_ns && run_delay > t->last_run_delay ? run_delay - t->last_run_delay : 0;
-	__u64 captured = t->capture_ns;
-
-	t->capture_ns = 0;
-	if (in_gate(arm, now)) {
-		__u64 from =
-		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
-		__u64 span = now - from;
-
-		/* Captures since the last event are not the thread's busy or idle time. They
-		 * follow that event at once: if it came before the gate, so did they. */
-		if (t->last_event_ns < arm->window_start)
-			captured = 0;
-		captured = captured < span ? captured : span;
-		span -= captured;
-		if (!arm->lean)
-			t->gate.capture_ns += captured;
-
-		/* A lean window's time goes to the cost measurement only: its hits per poll
-		 * differ from a sampling window's, and so would the slowdown. */
-		if (t->parked) {
-			if (!arm->lean)
-				t->gate.idle_ns += span;
-		} else {
-			/* A wait may have begun before the gate: at most the span counts. */
-			waited = waited < span ? waited : span;
-			if (cost_measured(t))
-				count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
-					  span - waited);
-			if (!arm->lean) {
-				t->gate.wait_ns += waited;
-				t->gate.busy_ns += span - waited;
-				if (t->clock_driven) {
-					t->gate.clock_ns += span - waited;
-					t->gate.clock_hits++;
-				}
-			}
-		}
-		if (!t->parked && cost_measured(t))
-			count(arm->lean ? D9_CNT_LEAN_HITS : D9_CNT_FULL_HITS);
-		if (!arm->lean)
-			t->gate.hits++;
-	}
-	t->hits_total++;
-	t->last_event_ns = now;
-	t->last_run_delay = run_delay;
-	t->parked = parks;
-}
-
-/* Hands a thread's in-gate time over to its worker's epoch. */
-static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_time *from)
-{
-	to->hits += from->hits;
-	to->busy_ns += from->busy_ns;
-	to->idle_ns += from->idle_ns;
-	to->clock_ns += from->clock_ns;
-	to->clock_hits += from->clock_hits;
-	to->wait_ns += from->wait_ns;
-	to->capture_ns += from->capture_ns;
-	to->woken_cycle_ns += from->woken_cycle_ns;
-	to->woken_chain_ns += from->woken_chain_ns;
-	to->woken_hits += from->woken_hits;
-	to->woken_capture_ns += from->woken_capture_ns;
-	__builtin_memset(from, 0, sizeof(*from));
-}
+#include "gate.bpf.h"
 
 /*
  * The task's scheduler, from the cell's layout (Core is repr(C): the scheduler, then the task
@@ -903,19 +809,107 @@ static __always_inline bool spawned_before_window(__u64 hdr, const struct d9_arm
 	return ok && id < arm->next_task_id;
 }
 
+/* A poll's frame, pushed at its entry: nothing known yet of its task, park or sample. */
+static __always_inline void frame_init(struct thread_state *t, struct frame *f, __u64 hdr, __u64 sp,
+				       __u64 now)
+{
+	f->hdr = hdr;
+	f->entry_sp = sp;
+	f->entry_ns = now;
+	f->selected = 0;
+	f->flags = 0;
+	f->park_point = D9_PARK_NONE;
+	f->stack_bytes = 0;
+	f->last_park = D9_PARK_NONE;
+	f->park_how = D9_HOW_NONE;
+	f->also_pending = 0;
+	f->leaf_ip = 0;
+	t->leaf.sp = 0;
+	f->runtime = 0;
+}
+
+/*
+ * An eligible resume in a sampling window: counted in its worker's epoch, then drawn with the
+ * epoch's probability and admitted by the cap. A selected frame gets what its sample will
+ * carry; the stack and the park point are added as the poll goes on.
+ */
+static __always_inline void select_sample(struct thread_state *t, struct frame *f,
+					  const struct d9_arming *arm, __u64 idle_start, __u32 tid,
+					  __u64 now)
+{
+	__u64 key, epoch;
+	struct d9_worker_state *ws;
+	bool ok;
+
+	count(D9_CNT_ELIGIBLE);
+	key = t->worker_ptr ? t->worker_ptr : (tid | D9_WORKER_TID_FLAG);
+	epoch = now / D9_NSEC_PER_SEC;
+	ws = worker_get(key, epoch, now);
+	if (!ws)
+		return;
+	ws->last_tid = tid;
+	/* The thread's in-gate time since its last eligible transition: mostly this epoch's,
+	 * so handed over before a roll closes it. */
+	gate_move(&ws->gate, &t->gate);
+	if (ws->epoch != epoch)
+		epoch_roll(key, ws, epoch, arm->duty);
+	ws->duty = arm->duty;
+	ws->eligible++;
+	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
+		return;
+	if (!cap_admit(ws, now, arm->duty < D9_PROB_ONE)) {
+		ws->refused++;
+		ws->capped = 1;
+		return;
+	}
+	ws->selected++;
+
+	/* Counted above as a poll of the cost measurement: take it back (per-CPU counters sum
+	 * modulo 2^64). */
+	if (cost_measured(t))
+		count_add(D9_CNT_FULL_POLLS, (__u64)-1);
+	t->cost_skip = 1;
+	f->selected = 1;
+	/* Both fixed point with 32 fractional bits and <= 1, so up to 2^32 each: their product
+	 * would overflow 64 bits at 1 x 1. Drop one bit of each first. */
+	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
+	if (arm->duty < D9_PROB_ONE)
+		f->flags |= D9_SF_WINDOWED;
+	if (t->after_yield)
+		f->flags |= D9_SF_AFTER_YIELD;
+	else if (!t->clock_driven)
+		f->flags |= D9_SF_WOKEN_BY_TASK;
+	f->epoch = epoch;
+	f->worker = key;
+	f->window = (__u32)arm->generation;
+	/* Exact only when the probes stayed attached since that return was observed. */
+	if (idle_start && idle_start >= arm->armed_since) {
+		f->idle_start_ns = idle_start;
+		f->flags |= D9_SF_IDLE_KNOWN;
+	} else {
+		f->idle_start_ns = 0;
+	}
+	f->task_id = read_task_id_of(f->hdr, &ok, &f->vtable);
+	if (ok)
+		f->flags |= D9_SF_TASK_ID_OK;
+	else
+		count(D9_CNT_TASK_ID_BAD);
+	if (ws->capped)
+		f->flags |= D9_SF_CAPPED;
+}
+
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 {
 	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct task_state fresh = {};
-	struct d9_worker_state *ws;
 	struct thread_state *t;
 	struct task_state *ts;
 	struct d9_arming *arm;
 	struct frame *f;
-	__u64 key, epoch, idle_start;
+	__u64 idle_start;
 	__u32 depth, zero = 0;
-	bool ok, gated;
+	bool gated;
 
 	count(D9_CNT_POLLS);
 	t = thread_get(tid, true);
@@ -932,19 +926,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	}
 	t->depth = depth + 1;
 	f = &t->frames[depth & (D9_MAX_NEST - 1)];
-	f->hdr = hdr;
-	f->entry_sp = sp;
-	f->entry_ns = now;
-	f->selected = 0;
-	f->flags = 0;
-	f->park_point = D9_PARK_NONE;
-	f->stack_bytes = 0;
-	f->last_park = D9_PARK_NONE;
-	f->park_how = D9_HOW_NONE;
-	f->also_pending = 0;
-	f->leaf_ip = 0;
-	t->leaf.sp = 0;
-	f->runtime = 0;
+	frame_init(t, f, hdr, sp, now);
 
 	ts = bpf_map_lookup_elem(&tasks, &hdr);
 	if (!ts && task_first_seen(t, f, hdr, &fresh))
@@ -979,61 +961,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		chain_account(t, f, ts, tid, now);
 	ts->pending_ns = 0;
 
-	count(D9_CNT_ELIGIBLE);
-	key = t->worker_ptr ? t->worker_ptr : (tid | D9_WORKER_TID_FLAG);
-	epoch = now / D9_NSEC_PER_SEC;
-	ws = worker_get(key, epoch, now);
-	if (!ws)
-		return 0;
-	ws->last_tid = tid;
-	/* The thread's in-gate time since its last eligible transition: mostly this epoch's,
-	 * so handed over before a roll closes it. */
-	gate_move(&ws->gate, &t->gate);
-	if (ws->epoch != epoch)
-		epoch_roll(key, ws, epoch, arm->duty);
-	ws->duty = arm->duty;
-	ws->eligible++;
-	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
-		return 0;
-	if (!cap_admit(ws, now, arm->duty < D9_PROB_ONE)) {
-		ws->refused++;
-		ws->capped = 1;
-		return 0;
-	}
-	ws->selected++;
-
-	/* Counted above as a poll of the cost measurement: take it back (per-CPU counters sum
-	 * modulo 2^64). */
-	if (cost_measured(t))
-		count_add(D9_CNT_FULL_POLLS, (__u64)-1);
-	t->cost_skip = 1;
-	f->selected = 1;
-	/* Both fixed point with 32 fractional bits and <= 1, so up to 2^32 each: their product
-	 * would overflow 64 bits at 1 x 1. Drop one bit of each first. */
-	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
-	if (arm->duty < D9_PROB_ONE)
-		f->flags |= D9_SF_WINDOWED;
-	if (t->after_yield)
-		f->flags |= D9_SF_AFTER_YIELD;
-	else if (!t->clock_driven)
-		f->flags |= D9_SF_WOKEN_BY_TASK;
-	f->epoch = epoch;
-	f->worker = key;
-	f->window = (__u32)arm->generation;
-	/* Exact only when the probes stayed attached since that return was observed. */
-	if (idle_start && idle_start >= arm->armed_since) {
-		f->idle_start_ns = idle_start;
-		f->flags |= D9_SF_IDLE_KNOWN;
-	} else {
-		f->idle_start_ns = 0;
-	}
-	f->task_id = read_task_id_of(hdr, &ok, &f->vtable);
-	if (ok)
-		f->flags |= D9_SF_TASK_ID_OK;
-	else
-		count(D9_CNT_TASK_ID_BAD);
-	if (ws->capped)
-		f->flags |= D9_SF_CAPPED;
+	select_sample(t, f, arm, idle_start, tid, now);
 	return 0;
 }
 

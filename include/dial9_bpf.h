@@ -84,13 +84,13 @@ enum d9_sample_flags {
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
  * program (probe_entry) serves every armed probe, told apart by its cookie, so that probes of
- * any kinds can share a link and be grouped by how often they are hit (user/attach.c). */
+ * any kinds can share a link and be grouped by how often they are hit (user/probes/attach.c). */
 #define D9_COOKIE(kind, park) (((kind) << 8) | (park))
 /* Set when the probed instruction cannot be emulated and is single-stepped: a second trap,
- * several times the cost of a hit on a "push" the kernel emulates (user/calibrate.c). */
+ * several times the cost of a hit on a "push" the kernel emulates (user/probes/calibrate.c). */
 #define D9_COOKIE_XOL (1ULL << 16)
 /* Set when the probe sits at the entry of a function the probe point calls: the stack is
- * its caller's, one return away (see move_yield_to_pending_path in user/target.c). */
+ * its caller's, one return away (see move_yield_to_pending_path in user/target/target.c). */
 #define D9_COOKIE_CALLEE (1ULL << 17)
 /* Set on a park point whose outcome is read at its return (park_outcome[] in the program):
  * the entry leaves the decision, and the stack, to the return probe. */
@@ -144,7 +144,7 @@ struct d9_arming {
 
 /*
  * How a park point's outcome (Ready or Pending) is observed, per probe (park_outcome[] in
- * sampler.bpf.c, filled by the loader from user/park_outcome.c). A value the method does not
+ * sampler.bpf.c, filled by the loader from user/target/park_outcome.c). A value the method does not
  * expect makes the probe unobservable for the rest of the run (invalid): never a wrong name.
  */
 enum d9_outcome_method {
@@ -272,7 +272,7 @@ struct d9_worker_seen {
 	__u64 ts_ns;
 };
 
-/* One thread of the target, as the thread_regs iterator writes it (user/worker_tls.c): its
+/* One thread of the target, as the thread_regs iterator writes it (user/target/worker_tls.c): its
  * TLS base and its last user stack pointer seen by the kernel. */
 struct d9_thread_regs {
 	__u32 tid; /* in the root pid namespace, as the threads map keys it */

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * bench-unwind: DWARF unwinding throughput and peak memory of dial9-bpf's unwinder
- * (user/unwind_dwarf.c) on the raw stacks of a dial9-bpf perf.data, for comparison with
+ * (user/stacks/unwind_dwarf.c) on the raw stacks of a dial9-bpf perf.data, for comparison with
  * `perf script` on the same file (bench/RESULTS.md, "Unwinding").
  *
  *   bench-unwind [-I] [-n REPEAT] [-w RAW_ONLY_OUT] PERF_DATA PID
  *
  * Reads every task-sample-raw record (PERF_SAMPLE_REGS_USER BP SP IP and PERF_SAMPLE_STACK_USER,
- * see user/perf_writer.c) into memory, opens one unwinder on the LIVE process PID (the unwinder
- * reads its maps and binaries; the records must come from that process), then unwinds every
- * record with unwinder_unwind() and expands each pc with unwinder_inline_frames(), as
+ * see user/output/perf_writer.c) into memory, opens one unwinder on the LIVE process PID (the
+ * unwinder reads its maps and binaries; the records must come from that process), then unwinds
+ * every record with unwinder_unwind() and expands each pc with unwinder_inline_frames(), as
  * `perf script --inline` does. Only the unwinding loop is timed. The first pass over the set
  * is reported on its own ("cold": CFI and DWARF parsed, inline cache filled, what a one-shot
  * run pays), then REPEAT more passes ("warm"). Peak RSS is ru_maxrss of this process, the

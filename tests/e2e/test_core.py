@@ -140,7 +140,7 @@ def estimation_matches_ground_truth():
 def estimation_with_default_windows():
     """Default settings (1% overhead budget, armed windows): the clock- and event-driven kinds
     within 25%, CPU-bound tasks within 0.4-2.0, all together within 50%. Inside windows the
-    probes slow a saturated worker; the correction (user/collector.c, collector_slowdown) gives the
+    probes slow a saturated worker; the correction (user/collect/collector.c, collector_slowdown) gives the
     lost time back to the tasks that resumed from a yield and leaves the clock- and
     event-driven ones alone, which a single factor for every sample would overcount about
     twofold. The CPU-bound factor rests on the measured cost of a hit, a small error in which

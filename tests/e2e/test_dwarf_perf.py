@@ -5,7 +5,7 @@ build/demo-nofp has no frame pointers, so dial9-bpf copies registers and the top
 stack at park points (--unwind auto picks dwarf), and perf.data gets a third event,
 task-sample-raw, whose records carry PERF_SAMPLE_REGS_USER/STACK_USER and no callchain: perf
 script and perf report unwind them themselves (see the comment at the top of
-user/perf_writer.c). One ~5 s recording with --format jsonl,perf is shared by the tests;
+user/output/perf_writer.c). One ~5 s recording with --format jsonl,perf is shared by the tests;
 samples.jsonl is the reference for keys and weights.
 
 Also a helper for cross-checks, perf_frames(): perf script's frames per sample, keyed by

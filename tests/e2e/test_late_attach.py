@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Late attach: the tool attaches to a demo whose workers have run for a few seconds, so it
 misses their worker::run calls. Each must still be keyed by its Arc<Worker> (found in Tokio's
-thread-local context, user/worker_tls.c), so that a block_in_place after the attach, which hands
+thread-local context, user/target/worker_tls.c), so that a block_in_place after the attach, which hands
 the worker to a thread that enters worker::run, continues the same worker instead of starting a
 second one."""
 import tempfile

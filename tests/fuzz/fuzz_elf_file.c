@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the ELF parser (user/elf_file.c), built with ASan and UBSan: the input is
- * parsed as an ELF image with elf_file_open_mem(), and whatever parsed is then queried the way
- * target discovery and the symbolizer do (symbols, aliases, loads, build id, address
+ * libFuzzer target for the ELF parser (user/target/elf_file.c), built with ASan and UBSan: the
+ * input is parsed as an ELF image with elf_file_open_mem(), and whatever parsed is then queried
+ * the way target discovery and the symbolizer do (symbols, aliases, loads, build id, address
  * translation both ways, lookups).
  *
  *   make build/fuzz/fuzz_elf_file

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for the /proc/PID/maps parser (user/proc_maps.c), built with ASan and UBSan.
- * The input is split at newlines like a maps file; each line goes through
+ * libFuzzer target for the /proc/PID/maps parser (user/target/proc_maps.c), built with ASan and
+ * UBSan. The input is split at newlines like a maps file; each line goes through
  * proc_maps_parse_line(), whose documented contract is checked (start <= end, perms
  * NUL-terminated, path without the " (deleted)" suffix and non-empty); the parsed lines are then
  * searched with proc_maps_find() as the symbolizer does. The whole input is also parsed as a

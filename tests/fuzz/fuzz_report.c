@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target for `dial9-bpf report`'s parsing, built with ASan and UBSan over
- * user/report*.c themselves. Each input is read three ways: as a metadata.json; as a samples.jsonl
- * (line splitting, the truncated-last-line rule, every field check) after a valid
+ * libFuzzer target for `dial9-bpf report`'s parsing, built with ASan and UBSan over the files
+ * of user/report themselves. Each input is read three ways: as a metadata.json; as a
+ * samples.jsonl (line splitting, the truncated-last-line rule, every field check) after a valid
  * metadata.json, so that sample lines reach the per-worker and per-stack code; and as a single
  * samples.jsonl line. Whatever parsed is then printed, as the report would.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Iuser \
- *	tests/fuzz/fuzz_report.c user/report*.c user/out_dir.c -ljson-c -o build/fuzz/fuzz_report
+ *   make build/fuzz/fuzz_report
  *   build/fuzz/fuzz_report -dict=tests/fuzz/report.dict tests/fuzz/corpus/report
  */
 #include <stdint.h>

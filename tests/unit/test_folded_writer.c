@@ -15,24 +15,6 @@
 #include "test_out.h"
 #include "writer.h"
 
-static char *read_all(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = 0;
-	fclose(f);
-	return buf;
-}
-
 /* Leaf-first frames, as the collector gives them. */
 static struct task_frame fr_leaf = {0x1000, "tokio::runtime::task::waker::clone_waker", "/app",
 				    0x1000, false, false};

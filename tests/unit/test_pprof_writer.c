@@ -342,18 +342,21 @@ static const char *function_name(const struct dprofile *p, uint64_t id)
 	return NULL;
 }
 
-static void test_pprof_roundtrip(void **state)
+/* Writes three samples (two stacks sharing frames, one stackless) to DIR's profile.pb.gz, whose
+ * name goes to PATH, and decodes it into P. */
+static void write_roundtrip_profile(char *dir, char *path, size_t path_size, struct dprofile *p)
 {
-	char dir[] = "/tmp/d9-pprof-XXXXXX", path[256];
 	struct writer w = {};
 	struct task_frame a[] = {
-	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false, false},
+	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false,
+	     false},
 	    {0x402005, "app::work::{{closure}}", "/bin/app", 0x2005, false, false},
 	    {0x402105, "app::work::{{closure}}", "/bin/app", 0x2105, false, false},
 	    {0x7f0000001234, NULL, "/lib/libc.so.6", 0x1234, false, false},
 	};
 	struct task_frame b[] = {
-	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false, false},
+	    {0x401000, "tokio::runtime::task::waker::clone_waker", "/bin/app", 0x1000, false,
+	     false},
 	    {0x403001, "<app::Counted<F> as core::future::future::Future>::poll", "/bin/app",
 	     0x3001, false, false},
 	    {0x7f0000001234, NULL, "/lib/libc.so.6", 0x1234, false, false},
@@ -386,14 +389,9 @@ static void test_pprof_roundtrip(void **state)
 				 .stopped_ns = 5000,
 				 .realtime_offset_ns = 1700000000000000000ULL,
 				 .stop_reason = "duration"};
-	struct dprofile *p = calloc(1, sizeof(*p));
 	uint8_t *data;
 	size_t len;
-	const struct dlabel *l;
-	const uint64_t *loc;
 
-	(void)state;
-	assert_non_null(p);
 	assert_non_null(mkdtemp(dir));
 	assert_int_equal(pprof_writer_open(test_out_dir(dir), &w), 0);
 	assert_string_equal(w.format, "pprof");
@@ -401,12 +399,16 @@ static void test_pprof_roundtrip(void **state)
 	assert_int_equal(w.sample(&w, &s2), 0);
 	assert_int_equal(w.sample(&w, &s3), 0);
 	assert_int_equal(w.finish(&w, &rc), 0);
-	snprintf(path, sizeof(path), "%s/profile.pb.gz.tmp", dir);
+	snprintf(path, path_size, "%s/profile.pb.gz.tmp", dir);
 	assert_int_equal(access(path, F_OK), -1);
-	snprintf(path, sizeof(path), "%s/profile.pb.gz", dir);
+	snprintf(path, path_size, "%s/profile.pb.gz", dir);
 	data = gunzip_file(path, &len);
 	decode_profile(data, len, p);
+	free(data);
+}
 
+static void check_roundtrip_header(const struct dprofile *p)
+{
 	assert_true(p->nstrings > 0);
 	assert_string_equal(p->strings[0], "");
 	assert_int_equal(p->nsample_types, 2);
@@ -426,6 +428,11 @@ static void test_pprof_roundtrip(void **state)
 	assert_int_equal(p->samples[0].values[1], 2000000);
 	assert_int_equal(p->samples[1].values[0], 7);
 	assert_int_equal(p->samples[1].values[1], 5);
+}
+
+static void check_roundtrip_labels(const struct dprofile *p)
+{
+	const struct dlabel *l;
 
 	/* Labels: worker always, task_id only when read. */
 	l = find_label(p, &p->samples[0], "worker");
@@ -442,6 +449,11 @@ static void test_pprof_roundtrip(void **state)
 	assert_string_equal(S(p, find_label(p, &p->samples[1], "outcome")->str), "complete");
 	assert_string_equal(S(p, find_label(p, &p->samples[0], "park_point")->str), "clone_waker");
 	assert_string_equal(S(p, find_label(p, &p->samples[2], "worker")->str), "unknown");
+}
+
+static void check_roundtrip_locations(const struct dprofile *p)
+{
+	const uint64_t *loc;
 
 	/* Locations: leaf first, leaf at its ip, return addresses - 1, shared ones deduped. */
 	assert_int_equal(p->samples[0].nlocs, 4);
@@ -472,7 +484,10 @@ static void test_pprof_roundtrip(void **state)
 	loc = location(p, p->samples[2].locs[0]);
 	assert_int_equal(loc[1], 0);
 	assert_string_equal(function_name(p, loc[3]), "[no stack: fault reading it]");
+}
 
+static void check_roundtrip_mappings(const struct dprofile *p)
+{
 	/* Mappings (no symbolizer here: rebuilt from the modules), all has_functions. */
 	assert_int_equal(p->nmappings, 2);
 	for (size_t i = 0; i < p->nmappings; i++) {
@@ -492,7 +507,20 @@ static void test_pprof_roundtrip(void **state)
 			assert_int_equal(location(p, p->samples[0].locs[3])[1], i + 1);
 		}
 	}
-	free(data);
+}
+
+static void test_pprof_roundtrip(void **state)
+{
+	char dir[] = "/tmp/d9-pprof-XXXXXX", path[256];
+	struct dprofile *p = calloc(1, sizeof(*p));
+
+	(void)state;
+	assert_non_null(p);
+	write_roundtrip_profile(dir, path, sizeof(path), p);
+	check_roundtrip_header(p);
+	check_roundtrip_labels(p);
+	check_roundtrip_locations(p);
+	check_roundtrip_mappings(p);
 	free_profile(p);
 	free(p);
 	unlink(path);

@@ -40,17 +40,24 @@ union d9_link_create_attr {
 	uint8_t pad[144];
 };
 
-bool attach_multi_supported(void)
+/* Whether the running kernel is WANT_MAJOR.WANT_MINOR or later, unless the variable ENV is "0"
+ * (which turns the feature off, to test the fallback). */
+static bool kernel_has(const char *env, int want_major, int want_minor)
 {
-	const char *env = getenv("DIAL9_UPROBE_MULTI");
+	const char *off = getenv(env);
 	struct utsname u;
 	int major, minor;
 
-	if (env && !strcmp(env, "0"))
+	if (off && !strcmp(off, "0"))
 		return false;
 	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
 		return false;
-	return major > 6 || (major == 6 && minor >= 6);
+	return major > want_major || (major == want_major && minor >= want_minor);
+}
+
+bool attach_multi_supported(void)
+{
+	return kernel_has("DIAL9_UPROBE_MULTI", 6, 6);
 }
 
 /* Park points whose return says their outcome go in uprobe session links (set before load,
@@ -61,15 +68,7 @@ static bool session_links;
  * probe on every call instead. */
 static bool session_supported(void)
 {
-	const char *env = getenv("DIAL9_UPROBE_SESSION");
-	struct utsname u;
-	int major, minor;
-
-	if (env && !strcmp(env, "0"))
-		return false;
-	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
-		return false;
-	return major > 6 || (major == 6 && minor >= 13);
+	return kernel_has("DIAL9_UPROBE_SESSION", 6, 13);
 }
 
 bool attach_uses_sessions(void)

@@ -161,11 +161,20 @@ static int parse_formats(const char *arg, unsigned int *out)
 	return *out ? 0 : -EINVAL;
 }
 
-static error_t parse_arg(int key, char *arg, struct argp_state *state)
+/* Strict decimal parse: the whole string, no overflow; the caller checks the range. */
+static int parse_f64(const char *s, double *out)
 {
-	struct options *o = state->input;
-	uint64_t v;
 	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || *end || end == s ? -EINVAL : 0;
+}
+
+/* What to sample: one process or a cgroup's, and where a stripped one's symbols are. */
+static error_t parse_target_arg(int key, char *arg, struct options *o)
+{
+	uint64_t v;
 
 	switch (key) {
 	case 'p':
@@ -186,16 +195,32 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 				  arg);
 		o->container_id = arg;
 		break;
-	case 'd':
-		errno = 0;
-		o->duration_s = strtod(arg, &end);
-		if (errno || *end || end == arg || !(o->duration_s >= 0) || o->duration_s > 1e7)
-			bad_usage("invalid --duration '%s': give seconds (0 = until Ctrl-C)", arg);
-		break;
-	case 'o':
+	case OPT_SYMBOLS:
 		if (!*arg)
-			bad_usage("invalid --output '': give a directory path");
-		o->output_dir = arg;
+			bad_usage("invalid --symbols '': give a debug file or a directory of them");
+		o->debuginfo.symbols = arg;
+		break;
+	case OPT_DEBUG_DIR:
+		if (!*arg)
+			bad_usage(
+			    "invalid --debug-dir '': give a directory such as /usr/lib/debug");
+		o->debuginfo.debug_dir = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* How much and how long: the sampling rate, its cap, the seed, the overhead budget. */
+static error_t parse_sampling_arg(int key, char *arg, struct options *o)
+{
+	uint64_t v;
+
+	switch (key) {
+	case 'd':
+		if (parse_f64(arg, &o->duration_s) || !(o->duration_s >= 0) || o->duration_s > 1e7)
+			bad_usage("invalid --duration '%s': give seconds (0 = until Ctrl-C)", arg);
 		break;
 	case 'F':
 		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_HZ)
@@ -209,9 +234,6 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 				  D9_MAX_BURST);
 		o->cap_burst = v;
 		break;
-	case OPT_NO_TASK_ROOT:
-		o->no_task_root = true;
-		break;
 	case OPT_SEED:
 		if (parse_u64(arg, &v))
 			bad_usage("invalid --seed '%s': give a non-negative integer", arg);
@@ -219,12 +241,27 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		o->seed_set = true;
 		break;
 	case OPT_OVERHEAD:
-		errno = 0;
-		o->overhead_budget = strtod(arg, &end);
-		if (errno || *end || end == arg || !(o->overhead_budget > 0) ||
+		if (parse_f64(arg, &o->overhead_budget) || !(o->overhead_budget > 0) ||
 		    o->overhead_budget > 100)
 			bad_usage("invalid --overhead-budget '%s': give a percentage in (0, 100]",
 				  arg);
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* What a sample carries and where it is written: stacks, formats, the output directory. */
+static error_t parse_output_arg(int key, char *arg, struct options *o)
+{
+	uint64_t v;
+
+	switch (key) {
+	case 'o':
+		if (!*arg)
+			bad_usage("invalid --output '': give a directory path");
+		o->output_dir = arg;
 		break;
 	case OPT_UNWIND:
 		if (!strcmp(arg, "fp"))
@@ -250,17 +287,29 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			    "pprof, folded, flamegraph or all",
 			    arg);
 		break;
-	case OPT_SYMBOLS:
-		if (!*arg)
-			bad_usage("invalid --symbols '': give a debug file or a directory of them");
-		o->debuginfo.symbols = arg;
+	case OPT_NO_TASK_ROOT:
+		o->no_task_root = true;
 		break;
-	case OPT_DEBUG_DIR:
-		if (!*arg)
-			bad_usage(
-			    "invalid --debug-dir '': give a directory such as /usr/lib/debug");
-		o->debuginfo.debug_dir = arg;
-		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	static error_t (*const groups[])(int, char *, struct options *) = {
+	    parse_target_arg, parse_sampling_arg, parse_output_arg};
+	struct options *o = state->input;
+	size_t i;
+
+	for (i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+		error_t err = groups[i](key, arg, o);
+
+		if (err != ARGP_ERR_UNKNOWN)
+			return err;
+	}
+	switch (key) {
 	case 'v':
 		o->verbose = true;
 		break;

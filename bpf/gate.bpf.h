@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The gate: a thread's time inside the armed window, charged at each probe event to busy, idle,
+ * CPU wait or captures, and handed to its worker's epoch (d9_gate_time), from which the loader
+ * derives the probes' cost and the samples' slowdown correction (docs/design.md, "Armed
+ * windows and the cost model"). Also the hit-cost measurement's counters (D9_CNT_FULL_*,
+ * D9_CNT_LEAN_*).
+ *
+ * Part of sampler.bpf.c, included after its maps, struct thread_state and count().
+ */
+#ifndef D9_GATE_BPF_H
+#define D9_GATE_BPF_H
+
+struct task_struct___d9 {
+	struct {
+		unsigned long long run_delay;
+	} sched_info;
+} __attribute__((preserve_access_index));
+
+/* Whether the poll now on this thread counts in the hit-cost measurement (D9_CNT_FULL_* and
+ * D9_CNT_LEAN_*): one kind of poll in both kinds of window, those resumed from a yield (the
+ * probes thin them out in sampling windows more than in lean ones, so a mix of kinds would
+ * differ in its own work per poll), and none near a capture (cost_skip). */
+static __always_inline bool cost_measured(const struct thread_state *t)
+{
+	return t->after_yield && !t->cost_skip;
+}
+
+static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
+{
+	return now >= arm->window_start && now < arm->window_end;
+}
+
+/* Charges the time since the thread's previous probe event, clipped to the gate, to busy or
+ * idle, and counts the hit. parks: this event is the worker parking. */
+static __always_inline void gate_account(struct thread_state *t, const struct d9_arming *arm,
+					 __u64 now, bool parks)
+{
+	/* Up to date while the thread runs (the kernel adds each wait when it gets a CPU); 0
+	 * where the kernel keeps no sched_info, and then no wait is seen. */
+	__u64 run_delay =
+	    BPF_CORE_READ((struct task_struct___d9 *)bpf_get_current_task(), sched_info.run_delay);
+	__u64 waited =
+	    t->last_event_ns && run_delay > t->last_run_delay ? run_delay - t->last_run_delay : 0;
+	__u64 captured = t->capture_ns;
+
+	t->capture_ns = 0;
+	if (in_gate(arm, now)) {
+		__u64 from =
+		    t->last_event_ns > arm->window_start ? t->last_event_ns : arm->window_start;
+		__u64 span = now - from;
+
+		/* Captures since the last event are not the thread's busy or idle time. They
+		 * follow that event at once: if it came before the gate, so did they. */
+		if (t->last_event_ns < arm->window_start)
+			captured = 0;
+		captured = captured < span ? captured : span;
+		span -= captured;
+		if (!arm->lean)
+			t->gate.capture_ns += captured;
+
+		/* A lean window's time goes to the cost measurement only: its hits per poll
+		 * differ from a sampling window's, and so would the slowdown. */
+		if (t->parked) {
+			if (!arm->lean)
+				t->gate.idle_ns += span;
+		} else {
+			/* A wait may have begun before the gate: at most the span counts. */
+			waited = waited < span ? waited : span;
+			if (cost_measured(t))
+				count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
+					  span - waited);
+			if (!arm->lean) {
+				t->gate.wait_ns += waited;
+				t->gate.busy_ns += span - waited;
+				if (t->clock_driven) {
+					t->gate.clock_ns += span - waited;
+					t->gate.clock_hits++;
+				}
+			}
+		}
+		if (!t->parked && cost_measured(t))
+			count(arm->lean ? D9_CNT_LEAN_HITS : D9_CNT_FULL_HITS);
+		if (!arm->lean)
+			t->gate.hits++;
+	}
+	t->hits_total++;
+	t->last_event_ns = now;
+	t->last_run_delay = run_delay;
+	t->parked = parks;
+}
+
+/* Hands a thread's in-gate time over to its worker's epoch. */
+static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_time *from)
+{
+	to->hits += from->hits;
+	to->busy_ns += from->busy_ns;
+	to->idle_ns += from->idle_ns;
+	to->clock_ns += from->clock_ns;
+	to->clock_hits += from->clock_hits;
+	to->wait_ns += from->wait_ns;
+	to->capture_ns += from->capture_ns;
+	to->woken_cycle_ns += from->woken_cycle_ns;
+	to->woken_chain_ns += from->woken_chain_ns;
+	to->woken_hits += from->woken_hits;
+	to->woken_capture_ns += from->woken_capture_ns;
+	__builtin_memset(from, 0, sizeof(*from));
+}
+
+#endif /* D9_GATE_BPF_H */
