@@ -622,6 +622,8 @@ static void count_sample(struct collector *c, const struct task_sample *ts, stru
 		if (c->writers[i].sample(&c->writers[i], ts))
 			c->write_errors++;
 	c->samples_written++;
+	if (est_terms_add(&c->terms, ts->epoch, ts->future, ts->window, (double)ts->weight_count))
+		c->write_errors++;
 	if (ts->nframes)
 		c->samples_with_stack++;
 	if (s->stack_bytes < 0)
@@ -739,5 +741,6 @@ void collector_free(struct collector *c)
 	free(c->workers);
 	free(c->runtimes);
 	free(c->threads);
+	est_terms_free(&c->terms);
 	memset(c, 0, sizeof(*c));
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "dial9_bpf.h"
+#include "estimate_terms.h"
 #include "writer.h"
 
 struct symbolizer;
@@ -94,6 +95,7 @@ struct collector {
 	struct pending_sample *head, *tail;
 	size_t npending;
 
+	struct est_terms terms; /* the estimates' variance terms, for metadata */
 	uint64_t samples_written;
 	uint64_t samples_with_stack;
 	uint64_t samples_stack_errors;
