@@ -6,7 +6,8 @@ Starts build/demo-fp (`--mode hot` or `mix`, 2 workers), profiles it with build/
 and prints, per kind of demo task, the Horvitz-Thompson estimate of its resumes (sum of
 1 / inclusion_probability) over the demo's true count, on the epochs that every worker sampled
 whole, uncapped and calibrated: the check tests/e2e/test_core.py makes, on any workload and
-rate. Root. D9_DEMO_ARGS adds arguments to the demo's (e.g. "--idle-tasks 3000").
+rate. Root. D9_DEMO_ARGS adds arguments to the demo's (e.g. "--idle-tasks 3000"), D9_WORKERS sets
+its worker count.
 """
 import os
 import sys
@@ -21,7 +22,8 @@ def main():
     if len(sys.argv) < 4 or sys.argv[1] not in ("hot", "mix"):
         sys.exit(__doc__)
     mode, hz, secs, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-    d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(), workers=2, mode=mode)
+    d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(),
+             workers=int(os.environ.get("D9_WORKERS", "2")), mode=mode)
     try:
         d.wait_seconds(2)
         tc._cache["demo"] = d  # estimate_vs_truth reads this demo's counts
