@@ -65,7 +65,8 @@ def report_of_a_real_run():
     assert ("were capped" in text) == capped, "capped warning does not match the epochs"
 
     # The estimates add up: per demo fn, the report's rows sum to the samples' weight_count.
-    rows = re.findall(r"^\s*\d+\s+[\d.]+%\s+(\d+)\s+[\d.]+\s+[\d.]+%\s+\d+\s+at \S+\n"
+    rows = re.findall(r"^\s*\d+\s+[\d.]+%\s+(\d+)\s+(?:\d+|-)\s+[\d.]+\s+[\d.]+%\s+\d+\s+"
+                      r"at \S+\n"
                       r"((?:        .*\n)+)", text, re.M)
     shown = re.search(r"shown: (\d+) of (\d+) stacks", text)
     assert rows and shown, text

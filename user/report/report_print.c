@@ -130,6 +130,15 @@ static double half_width(const struct report *r, bool (*in)(const struct draw *,
 			 uint32_t id);
 static bool of_stack(const struct draw *d, uint32_t stack);
 
+/* A half width, or "-" when fewer than two windows were drawn. */
+static void put_half_width(FILE *out, double hw)
+{
+	if (isnan(hw))
+		fprintf(out, "%9s", "-");
+	else
+		fprintf(out, "%9.0f", hw);
+}
+
 static void print_stacks(const struct report *r, FILE *out)
 {
 	size_t n = r->nents < REPORT_TOP_STACKS ? r->nents : REPORT_TOP_STACKS;
@@ -157,9 +166,10 @@ static void print_stacks(const struct report *r, FILE *out)
 	for (size_t i = 0; i < n; i++) {
 		const struct stack_ent *s = order[i];
 
-		fprintf(out, "%3zu  %5.1f%%  %12.0f  %9.0f  %11.3f  %9.1f%%  %7" PRIu64 "  ", i + 1,
-			pct(s->count, r->total_count), s->count,
-			half_width(r, of_stack, (uint32_t)(s - r->ents)), s->idle_ns / 1e9,
+		fprintf(out, "%3zu  %5.1f%%  %12.0f  ", i + 1, pct(s->count, r->total_count),
+			s->count);
+		put_half_width(out, half_width(r, of_stack, (uint32_t)(s - r->ents)));
+		fprintf(out, "  %11.3f  %9.1f%%  %7" PRIu64 "  ", s->idle_ns / 1e9,
 			pct(s->idle_ns, r->total_idle), s->samples);
 		print_stack_frames(s, out);
 		shown += s->count;
@@ -246,9 +256,9 @@ static void print_type_row(const struct report *r, const struct type_sum *t, con
 {
 	uint32_t id = t == &r->other_types ? MAX_TYPES : (uint32_t)(t - r->types);
 
-	fprintf(out, "  %5.1f%%  %12.0f  %9.0f  %11.3f  %7" PRIu64 "  ",
-		pct(t->count, r->total_count), t->count, half_width(r, of_type, id),
-		t->idle_ns / 1e9, t->samples);
+	fprintf(out, "  %5.1f%%  %12.0f  ", pct(t->count, r->total_count), t->count);
+	put_half_width(out, half_width(r, of_type, id));
+	fprintf(out, "  %11.3f  %7" PRIu64 "  ", t->idle_ns / 1e9, t->samples);
 	put_clean(out, name, 160);
 	fputc('\n', out);
 }
