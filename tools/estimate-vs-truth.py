@@ -15,7 +15,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import test_core as tc  # noqa: E402
-from harness import Demo, read_metadata, read_samples, run_tool  # noqa: E402
+from harness import Demo, delivery, read_metadata, read_samples, run_tool  # noqa: E402
 
 
 def main():
@@ -41,26 +41,12 @@ def main():
         d.stop()
     est = sum(g for g, _, _ in kinds.values())
     real = sum(r for _, r, _ in kinds.values())
-    meta = read_metadata(out)
+    rates, capped, of = delivery(read_metadata(out))
     print(f"{mode} demo, {hz} Hz, {n} epochs: " + "; ".join(
         f"{k} {g / r:.2f} (n={c})" for k, (g, r, c) in kinds.items() if r)
-        + f"; all {est / real:.2f}; {delivery(meta)}; output {out}")
-
-
-def delivery(meta):
-    """Samples per second per worker from the second epoch on, and capped worker-epochs."""
-    first = meta["sampling_started_at_ns"] // 10**9 + 1
-    last = meta["sampling_stopped_at_ns"] // 10**9 - 1
-    rates, capped, n = [], 0, 0
-    for w in meta["workers"]:
-        eps = [e for e in w["epochs"] if first <= e["epoch"] <= last]
-        if not eps:
-            continue
-        rates.append(sum(e["selected"] for e in eps) / (last - first + 1))
-        capped += sum(1 for e in eps if e["capped"])
-        n += len(eps)
-    return (f"per-worker samples/s {', '.join(f'{r:.1f}' for r in rates)}; "
-            f"capped {capped} of {n} worker-epochs")
+        + f"; all {est / real:.2f}; per-worker samples/s "
+        + ", ".join(f"{r:.1f}" for r in rates) + f"; capped {capped} of {of} worker-epochs"
+        + f"; output {out}")
 
 
 if __name__ == "__main__":

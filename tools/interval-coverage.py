@@ -16,19 +16,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from harness import Demo, kind_of, read_metadata, read_samples, run_tool  # noqa: E402
+from harness import (Demo, clean_epochs, kind_of, read_metadata, read_samples,  # noqa: E402
+                     run_tool)
 
 KINDS = ("cpu", "timer", "channel")
-
-
-def clean_epochs(meta, first, last):
-    """Epochs in [first, last] in which every active worker sampled whole, uncapped, calibrated."""
-    good = set(range(first, last + 1))
-    for w in meta["workers"]:
-        for e in w["epochs"]:
-            if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
-                good.discard(e["epoch"])
-    return good
 
 
 def windows_in(meta, epochs):

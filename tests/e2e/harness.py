@@ -238,17 +238,37 @@ def kind_of(sample):
     return None
 
 
-def estimate_vs_truth(samples, meta, truth):
-    """(usable epochs, {kind: (estimate, truth, samples)}) over the epochs in which every active
-    worker sampled a whole, uncapped, calibrated epoch; truth is Demo.seconds()."""
+def clean_epochs(meta, first=None, last=None):
+    """Whole epochs of the run (or in [first, last]) in which every worker that made a
+    transition sampled a whole, uncapped, calibrated epoch."""
     start = meta["sampling_started_at_ns"] // 10**9
     stop = meta["sampling_stopped_at_ns"] // 10**9
-    good = set(range(start + 1, stop))
+    good = set(range(start + 1 if first is None else first, stop if last is None else last + 1))
     for w in meta["workers"]:
         for e in w["epochs"]:
             if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
                 good.discard(e["epoch"])
-    good &= set(truth)
+    return good
+
+
+def delivery(meta):
+    """(mean samples per worker per second over whole epochs, capped worker-epochs, of)."""
+    first = meta["sampling_started_at_ns"] // 10**9 + 1
+    last = meta["sampling_stopped_at_ns"] // 10**9 - 1
+    rates, capped, n = [], 0, 0
+    for w in meta["workers"]:
+        eps = [e for e in w["epochs"] if first <= e["epoch"] <= last]
+        if eps:
+            rates.append(sum(e["selected"] for e in eps) / (last - first + 1))
+            capped += sum(1 for e in eps if e["capped"])
+            n += len(eps)
+    return rates, capped, n
+
+
+def estimate_vs_truth(samples, meta, truth):
+    """(usable epochs, {kind: (estimate, truth, samples)}) over the clean epochs; truth is
+    Demo.seconds()."""
+    good = clean_epochs(meta) & set(truth)
     assert len(good) >= 4, f"only {len(good)} usable epochs"
     est, n = {}, {}
     for s in samples:

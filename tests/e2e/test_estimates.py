@@ -5,8 +5,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from harness import (Demo, estimate_vs_truth, read_metadata, read_samples, run_all, run_tool,
-                     test, tmpdir)
+from harness import (Demo, delivery, estimate_vs_truth, read_metadata, read_samples, run_all,
+                     run_tool, test, tmpdir)
 
 import importlib.util  # noqa: E402
 
@@ -29,20 +29,6 @@ def profile(demo_args, secs, *extra):
         return read_samples(out), read_metadata(out), d.seconds()
     finally:
         d.stop()
-
-
-def delivery(meta):
-    """(mean samples per worker per second over whole epochs, capped worker-epochs, of)."""
-    first = meta["sampling_started_at_ns"] // 10**9 + 1
-    last = meta["sampling_stopped_at_ns"] // 10**9 - 1
-    rates, capped, n = [], 0, 0
-    for w in meta["workers"]:
-        eps = [e for e in w["epochs"] if first <= e["epoch"] <= last]
-        if eps:
-            rates.append(sum(e["selected"] for e in eps) / (last - first + 1))
-            capped += sum(1 for e in eps if e["capped"])
-            n += len(eps)
-    return rates, capped, n
 
 
 @test

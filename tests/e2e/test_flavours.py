@@ -8,7 +8,8 @@ slowdown of tasks woken on a busy thread): they are not held to the bounds yet."
 import os
 import tempfile
 
-from harness import ROOT, Demo, read_metadata, read_samples, run_all, run_tool, test
+from harness import (ROOT, Demo, clean_epochs, read_metadata, read_samples, run_all, run_tool,
+                     test)
 
 FLAVOURS = os.path.join(ROOT, "build", "flavours")
 
@@ -50,15 +51,7 @@ def profiled(flavour, duration=15, hz=400, workers=2, extra=()):
 
 
 def good_epochs(meta, truth):
-    """Epochs in which every worker that ran sampled a whole, uncapped, calibrated epoch."""
-    start = meta["sampling_started_at_ns"] // 10**9
-    stop = meta["sampling_stopped_at_ns"] // 10**9
-    good = set(range(start + 1, stop))
-    for w in meta["workers"]:
-        for e in w["epochs"]:
-            if e["eligible"] and (e["calibrating"] or e["capped"] or not e["complete"]):
-                good.discard(e["epoch"])
-    return good & set(truth)
+    return clean_epochs(meta) & set(truth)
 
 
 def estimates(d, samples, meta, runtime_tids=None, rt=None):
