@@ -50,7 +50,7 @@ $(BUILD) $(BUILD)/user $(BUILD)/tests:
 $(BUILD)/vmlinux.h: | $(BUILD)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard include/*.h) | $(BUILD)
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h $(wildcard include/*.h) $(wildcard bpf/*.h) | $(BUILD)
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -Iinclude -I$(BUILD) \
 		-c $< -o $@
 

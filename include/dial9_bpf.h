@@ -30,6 +30,7 @@ enum d9_record_type {
 	D9_REC_WORKER = 3,
 	D9_REC_RAW_STACK = 4, /* precedes the D9_REC_SAMPLE of the same thread it belongs to */
 	D9_REC_EXEC = 5,      /* the target exec'd: its maps no longer describe what was sampled */
+	D9_REC_LONG_POLL = 6, /* a worker blocked inside a poll for at least --long-poll-ms */
 };
 
 struct d9_exec {
@@ -270,6 +271,27 @@ struct d9_worker_seen {
 	__u32 tid;
 	__u64 worker;
 	__u64 ts_ns;
+};
+
+/* Words of Tokio's context::CONTEXT thread-local searched for current_task_id. */
+#define D9_LP_WORDS 32
+/* lp_learn slots: matches per word, then the word before it being 1 (an Option<u64> tag)
+ * per word, then the observations. */
+#define D9_LP_LEARN_SLOTS (2 * D9_LP_WORDS + 1)
+#define D9_LP_UNLEARNED 0xffffffffu
+
+/* A worker thread off the CPU inside a poll (it switched out voluntarily while Tokio's
+ * current_task_id was set) for at least lp_min_ns: from its switch out to its switch in. */
+struct d9_long_poll {
+	__u32 type; /* D9_REC_LONG_POLL */
+	__u32 tid;
+	__u64 worker;
+	__u64 task_id;
+	__u64 out_ns; /* switched out (CLOCK_MONOTONIC) */
+	__u64 blocked_ns;
+	__s32 stack_bytes; /* user stack at the switch out, or a negative errno */
+	__u32 pad;
+	__u64 stack[D9_MAX_STACK_DEPTH];
 };
 
 /* One thread of the target, as the thread_regs iterator writes it (user/worker_tls.c): its

@@ -407,6 +407,22 @@ static bool try_symbol(struct sampler_bpf *skel, struct target_mem *mem, struct 
 	return workers > 0;
 }
 
+bool worker_tls_context_offset(const struct target *t, int64_t *off)
+{
+	struct tls_image img;
+
+	if (read_tls_image(t->exe_link, target_symbols_file(t), &img))
+		return false;
+	for (size_t i = 0; i < img.nsyms; i++) {
+		if (!strcmp(tls_vars[img.syms[i].rank], "tokio::runtime::context::CONTEXT")) {
+			*off = worker_tls_tp_offset(img.syms[i].value, img.memsz, img.align,
+						    img.vaddr);
+			return true;
+		}
+	}
+	return false;
+}
+
 void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct collector *c,
 			struct worker_tls *out)
 {

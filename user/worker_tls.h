@@ -64,6 +64,10 @@ void worker_tls_prepare(struct sampler_bpf *skel);
 void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct collector *c,
 			struct worker_tls *out);
 
+/* Tokio's context::CONTEXT (current_task_id lives in it): its offset from the TLS base of
+ * any of the target's threads; false when the executable has no such symbol. */
+bool worker_tls_context_offset(const struct target *t, int64_t *off);
+
 /* metadata.json's "worker_tls" value. */
 void worker_tls_write_json(FILE *f, const struct worker_tls *w);
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Long polls: the demo's ground truth for polls that hold their worker (--long-poll-tasks).
+"""Long polls (--long-poll-ms): long_polls.jsonl against the demo's ground truth.
 
-The spinning task holds its worker ~20 ms on the CPU every ~250 ms, the sleeping one ~15 ms
-off the CPU (std::thread::sleep) every ~400 ms; each writes a "long_poll" line per poll with
-its thread and CLOCK_MONOTONIC start and end. Detection against long_polls.jsonl is checked
-against these lines (docs/design.md#long-polls).
+With --long-poll-tasks the demo's spinning task holds its worker ~20 ms on the CPU every
+~250 ms, the sleeping one ~15 ms off the CPU (std::thread::sleep) every ~400 ms; each writes a
+"long_poll" line per poll with its thread and CLOCK_MONOTONIC start and end.
 """
+import json
+import os
 import statistics
+import tempfile
 import time
 
-from harness import Demo, run_all, test
+from harness import Demo, frame_names, read_metadata, run_all, run_tool, test
 
 TRUTH = {"spin": (20e6, 250e6), "sleep": (15e6, 400e6)}
 
@@ -41,6 +43,61 @@ def demo_long_poll_truth():
     finally:
         d.stop()
         plain.stop()
+
+
+def matches(found, truth):
+    """The truth line (same thread, overlapping in time) a reported long poll belongs to."""
+    for t in truth:
+        if t["tid"] == found["tid"] and \
+                t["start_ns"] <= found["timestamp_ns"] <= t["end_ns"]:
+            return t
+    return None
+
+
+@test
+def blocked_long_polls_at_defaults():
+    """At the default settings (windows, --long-poll-ms 10), every sleeping long poll after
+    the id word is learned is in long_polls.jsonl, with its duration, on its worker, with
+    the sleeping function on its stack, and little else is."""
+    d = Demo("--long-poll-tasks", "1", workers=2, mode="mix")
+    try:
+        time.sleep(2)
+        out = tempfile.mkdtemp(prefix="d9out-lp-")
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 15, "--output", out,
+                              timeout=90, windows=True)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+        time.sleep(0.5)
+        truth = d.lines("long_poll")
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    lp = meta["long_polls"]
+    assert lp["status"] == "learned", lp
+    with open(os.path.join(out, "long_polls.jsonl")) as f:
+        found = [json.loads(l) for l in f if l.strip()]
+    t0, t1 = meta["sampling_started_at_ns"], meta["sampling_stopped_at_ns"]
+    learned = t0 + int(lp["learned_after_ms"] * 1e6)
+    sleeps = [t for t in truth if t["kind"] == "sleep" and t0 <= t["start_ns"] and
+              t["end_ns"] <= t1]
+    after = [t for t in sleeps if t["start_ns"] >= learned]
+    hit = {id(matches(f, truth)): f for f in found if matches(f, truth)}
+    got = [t for t in after if id(t) in hit]
+    assert len(after) >= 10, f"only {len(after)} sleeping polls after learning"
+    assert len(got) >= 0.9 * len(after), f"found {len(got)}/{len(after)} sleeping polls"
+    err_ = statistics.median(hit[id(t)]["duration_ns"] / (t["end_ns"] - t["start_ns"]) - 1
+                             for t in got)
+    assert abs(err_) <= 0.2, f"median duration error {err_:+.1%}"
+    on_stack = sum(1 for t in got if "dial9_demo::long_sleep_work" in frame_names(hit[id(t)]))
+    assert on_stack >= 0.9 * len(got), f"long_sleep_work on {on_stack}/{len(got)} stacks"
+    false = [f for f in found if not matches(f, truth)]
+    assert len(false) <= 0.05 * max(len(found), 1), \
+        f"{len(false)}/{len(found)} long polls match no true one: {false[:2]}"
+    spins = [t for t in truth if t["kind"] == "spin" and t0 <= t["start_ns"] <= t1]
+    spun = sum(1 for t in spins if id(t) in hit)
+    return (f"sleep {len(got)}/{len(after)} after learning ({len(sleeps)} in the run, "
+            f"learned after {lp['learned_after_ms']:.0f} ms), median duration error "
+            f"{err_:+.1%}, stack {on_stack}/{len(got)}, false {len(false)}/{len(found)}; "
+            f"spin {spun}/{len(spins)} (on-CPU long polls not detected yet)")
 
 
 if __name__ == "__main__":
