@@ -3,6 +3,7 @@
  * poll the BPF side reports (see long_polls.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <bpf/bpf.h>
@@ -13,6 +14,7 @@
 #include "long_polls.h"
 #include "sampler.skel.h"
 #include "task_sample.h"
+#include "task_types.h"
 #include "worker_tls.h"
 
 /* Park points seen inside polls before the word is trusted. */
@@ -119,12 +121,23 @@ static void put_stack(struct json_buf *b, const struct task_frame *fr, size_t n)
 	json_buf_lit(b, "]}\n");
 }
 
+/* The future of the innermost task on the stack, from Harness<T, S>::poll's generics (v0
+ * mangling; legacy names carry none): malloc'd, or NULL. */
+static char *stack_future(const struct task_frame *fr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fr[i].name && strstr(fr[i].name, "::harness::Harness<"))
+			return task_types_first_arg(fr[i].name, "Harness<");
+	return NULL;
+}
+
 int long_polls_handle(struct long_polls *lp, struct collector *c, const void *data, size_t size)
 {
 	static struct task_frame frames[COLLECTOR_MAX_FRAMES];
 	const struct d9_long_poll *r = data;
 	struct json_buf *b = &lp->line;
 	struct worker_info *w;
+	char *future;
 	size_t n = 0;
 
 	if (!lp->open || size < sizeof(*r))
@@ -133,6 +146,7 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 		n = collector_symbolize(c, (const uint64_t *)r->stack, (size_t)r->stack_bytes / 8,
 					frames);
 	w = collector_worker(c, r->worker);
+	future = stack_future(frames, n);
 	b->len = 0;
 	json_buf_lit(b, "{\"timestamp_ns\":");
 	json_buf_u64(b, r->out_ns);
@@ -142,7 +156,10 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 	json_buf_i64(b, w ? w->index : -1);
 	json_buf_lit(b, ",\"task_id\":");
 	json_buf_u64(b, r->task_id);
-	json_buf_lit(b, ",\"future\":null,\"duration_ns\":");
+	json_buf_lit(b, ",\"future\":");
+	json_buf_str(b, future);
+	free(future);
+	json_buf_lit(b, ",\"duration_ns\":");
 	json_buf_u64(b, r->blocked_ns);
 	json_buf_lit(b, ",\"duration_is_lower_bound\":true,\"on_cpu_ns\":null,\"blocked_ns\":");
 	json_buf_u64(b, r->blocked_ns);
