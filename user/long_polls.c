@@ -81,8 +81,6 @@ void long_polls_learn(struct long_polls *lp, struct sampler_bpf *skel, uint64_t 
 
 	if (!lp->min_ns || lp->word >= 0 || now_ns < lp->next_check_ns)
 		return;
-	if (!lp->started_ns)
-		lp->started_ns = now_ns;
 	lp->next_check_ns = now_ns + LP_CHECK_NS;
 	for (uint32_t i = 0; i < D9_LP_LEARN_SLOTS; i++)
 		if (bpf_map_lookup_elem(fd, &i, &counts[i]))
@@ -97,7 +95,7 @@ void long_polls_learn(struct long_polls *lp, struct sampler_bpf *skel, uint64_t 
 	lp->word = word;
 	lp->tagged = tagged;
 	lp->status = "learned";
-	lp->learned_after_ns = now_ns - lp->started_ns;
+	lp->learned_at_ns = now_ns;
 	skel->bss->lp_id_tagged = tagged;
 	skel->data->lp_id_word = (uint32_t)word;
 }
@@ -187,7 +185,7 @@ void long_polls_write_json(FILE *f, const struct long_polls *lp)
 	fprintf(f,
 		"{\"status\": \"%s\", \"min_ns\": %" PRIu64 ", \"context_tp_offset\": %" PRId64
 		", \"id_word\": %d, \"id_tagged\": %s, \"observations\": %" PRIu64
-		", \"learned_after_ms\": %.1f, \"written\": %" PRIu64 "}",
+		", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64 "}",
 		lp->status, lp->min_ns, lp->ctx_off, lp->word, lp->tagged ? "true" : "false",
-		lp->observations, lp->learned_after_ns / 1e6, lp->written);
+		lp->observations, lp->learned_at_ns, lp->written);
 }

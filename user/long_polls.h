@@ -31,9 +31,9 @@ struct long_polls {
 	int64_t ctx_off;
 	int word; /* the learned word of CONTEXT, -1 until learned */
 	bool tagged;
-	uint64_t observations;	   /* park points that counted words */
-	uint64_t learned_after_ns; /* from the start of the run */
-	uint64_t started_ns, next_check_ns;
+	uint64_t observations;	/* park points that counted words */
+	uint64_t learned_at_ns; /* CLOCK_MONOTONIC; 0 until learned */
+	uint64_t next_check_ns;
 	uint64_t written;
 	struct out_file out;
 	bool open;

@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import time
 
-from harness import Demo, frame_names, read_metadata, run_all, run_tool, test
+from harness import DEMO_FP, ROOT, Demo, frame_names, read_metadata, run_all, run_tool, test
 
 TRUTH = {"spin": (20e6, 250e6), "sleep": (15e6, 400e6)}
 
@@ -54,12 +54,11 @@ def matches(found, truth):
     return None
 
 
-@test
-def blocked_long_polls_at_defaults():
+def check_blocked(binary):
     """At the default settings (windows, --long-poll-ms 10), every sleeping long poll after
     the id word is learned is in long_polls.jsonl, with its duration, on its worker, with
     the sleeping function on its stack, and little else is."""
-    d = Demo("--long-poll-tasks", "1", workers=2, mode="mix")
+    d = Demo("--long-poll-tasks", "1", binary=binary, workers=2, mode="mix")
     try:
         time.sleep(2)
         out = tempfile.mkdtemp(prefix="d9out-lp-")
@@ -76,7 +75,7 @@ def blocked_long_polls_at_defaults():
     with open(os.path.join(out, "long_polls.jsonl")) as f:
         found = [json.loads(l) for l in f if l.strip()]
     t0, t1 = meta["sampling_started_at_ns"], meta["sampling_stopped_at_ns"]
-    learned = t0 + int(lp["learned_after_ms"] * 1e6)
+    learned = lp["learned_at_ns"]
     sleeps = [t for t in truth if t["kind"] == "sleep" and t0 <= t["start_ns"] and
               t["end_ns"] <= t1]
     after = [t for t in sleeps if t["start_ns"] >= learned]
@@ -95,10 +94,33 @@ def blocked_long_polls_at_defaults():
     spins = [t for t in truth if t["kind"] == "spin" and t0 <= t["start_ns"] <= t1]
     spun = sum(1 for t in spins if id(t) in hit)
     return (f"sleep {len(got)}/{len(after)} after learning ({len(sleeps)} in the run, "
-            f"learned after {lp['learned_after_ms']:.0f} ms), median duration error "
-            f"{err_:+.1%}, stack {on_stack}/{len(got)}, false {len(false)}/{len(found)}; "
+            f"learned after {(learned - t0) / 1e6:.0f} ms, word {lp['id_word']}"
+            f"{' tagged' if lp['id_tagged'] else ''}), median duration error {err_:+.1%}, "
+            f"stack {on_stack}/{len(got)}, false {len(false)}/{len(found)}; "
             f"spin {spun}/{len(spins)} (on-CPU long polls not detected yet)")
 
+
+@test
+def blocked_long_polls_at_defaults():
+    return check_blocked(DEMO_FP)
+
+
+def matrix_demo(version):
+    path = os.path.join(ROOT, "build", f"demo-tokio-{version}")
+    assert os.path.exists(path), f"{path} missing: run make tokio-matrix"
+    return path
+
+
+@test
+def blocked_long_polls_tokio_1_38():
+    """Option<Id(u64)>: the id word follows a tag word."""
+    return check_blocked(matrix_demo("1.38.2"))
+
+
+@test
+def blocked_long_polls_tokio_1_53():
+    """Option<NonZeroU64>: one word, no tag; a build without frame pointers."""
+    return check_blocked(matrix_demo("1.53.1"))
 
 if __name__ == "__main__":
     run_all()
