@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * long_polls.jsonl: every poll that kept its worker thread off the CPU for --long-poll-ms or
- * more (bpf/long_polls.bpf.h), found whether or not a window is open.
+ * long_polls.jsonl: every poll that held its worker for --long-poll-ms or more, running (seen
+ * at clock ticks) or blocked off the CPU (seen at sched_switch), whether or not a window is
+ * open (bpf/long_polls.bpf.h).
  *
  * The BPF side needs the word of Tokio's context::CONTEXT that holds current_task_id. Park
  * points count, inside polls of known tasks, which word equals the task's id; the loader
@@ -23,6 +24,7 @@ struct sampler_bpf;
 struct target;
 struct collector;
 struct d9_long_poll;
+struct worker_tls;
 
 struct long_polls {
 	/* "off", "no_context_symbol", "learning", "learned", "ambiguous" */
@@ -38,6 +40,10 @@ struct long_polls {
 	struct out_file out;
 	bool open;
 	struct json_buf line;
+	/* Polls held on the CPU: "off", "no_scheduler_context", "no_clock_event", "ticking". */
+	const char *cpu_status;
+	struct bpf_link **ticks; /* one per CPU */
+	size_t nticks;
 };
 
 /* Between open and load: the BPF constants (min_ns 0 leaves long polls off). */
@@ -49,6 +55,11 @@ int long_polls_open(struct long_polls *lp, const struct out_dir *d);
 void long_polls_learn(struct long_polls *lp, struct sampler_bpf *skel, uint64_t now_ns);
 /* One D9_REC_LONG_POLL record: symbolized and written. */
 int long_polls_handle(struct long_polls *lp, struct collector *c, const void *data, size_t size);
+/* After worker_tls_resolve(): the clock ticks that find polls held on the CPU, through the
+ * scheduler context it found (one line on stderr when they cannot run). */
+void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
+			    const struct worker_tls *wt);
+void long_polls_stop_ticks(struct long_polls *lp);
 /* Commits the file; 0 or a negative errno. */
 int long_polls_finish(struct long_polls *lp);
 /* metadata.json's "long_polls" value. */

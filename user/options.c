@@ -80,7 +80,7 @@ static const struct argp_option argp_opts[] = {
     {"output", 'o', "DIR", 0, "Output directory (default: dial9-out)", 0},
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
     {"long-poll-ms", OPT_LONG_POLL_MS, "MS", 0,
-     "Write every poll blocked off the CPU for MS or more to long_polls.jsonl (default 10; "
+     "Write every poll that holds its worker MS or more to long_polls.jsonl (default 10; "
      "0 = off)",
      0},
     {"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 4 x hz)", 0},

@@ -38,7 +38,7 @@ struct options {
 	bool verbose;
 	bool quiet;
 	bool no_task_root;     /* leave out the "task: FUTURE" root frame of every stack */
-	uint64_t long_poll_ms; /* polls blocked this long go to long_polls.jsonl; 0 = off */
+	uint64_t long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
 	/* A stripped target's debug file: --symbols FILE|DIR, --debug-dir (debuginfo.h). */
 	struct debuginfo_opts debuginfo;
 

@@ -515,6 +515,7 @@ static int record_attach(struct record *r)
 			"dial9-bpf: failed to watch for exec: %s: an exec of the "
 			"same executable will not stop the run\n",
 			strerror(errno));
+	long_polls_start_ticks(&r->lp, r->skel, &r->wtls);
 	if (r->lp.min_ns && !(r->lp_link = bpf_program__attach(r->skel->progs.lp_switch))) {
 		fprintf(stderr,
 			"dial9-bpf: failed to attach to sched_switch: %s: long polls are off\n",
@@ -651,6 +652,7 @@ static void record_detach(struct record *r)
 	r->exec_link = NULL;
 	bpf_link__destroy(r->lp_link);
 	r->lp_link = NULL;
+	long_polls_stop_ticks(&r->lp);
 	r->run.detach_ms = (mono_ns() - t0) / 1e6;
 }
 
