@@ -359,6 +359,8 @@ static __always_inline bool current_pid_tid(__u32 *pid, __u32 *tid)
 	return true;
 }
 
+#include "long_polls.bpf.h"
+
 static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
 {
 	struct d9_epoch *e = rb_reserve(sizeof(*e));
@@ -1189,7 +1191,10 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 		gate_account(t, arm, bpf_ktime_get_ns(), false);
 	if (t->depth == 0 || t->depth > D9_MAX_NEST)
 		return 0;
-	t->frames[(t->depth - 1) & (D9_MAX_NEST - 1)].last_park = park_point;
+	f = &t->frames[(t->depth - 1) & (D9_MAX_NEST - 1)];
+	f->last_park = park_point;
+	if (f->flags & D9_SF_TASK_ID_OK)
+		lp_learn_word(f->task_id);
 	f = selected_frame(t);
 	if (!f)
 		return 0;

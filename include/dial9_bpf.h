@@ -30,6 +30,7 @@ enum d9_record_type {
 	D9_REC_WORKER = 3,
 	D9_REC_RAW_STACK = 4, /* precedes the D9_REC_SAMPLE of the same thread it belongs to */
 	D9_REC_EXEC = 5,      /* the target exec'd: its maps no longer describe what was sampled */
+	D9_REC_LONG_POLL = 6, /* a worker blocked inside a poll for at least --long-poll-ms */
 };
 
 struct d9_exec {
@@ -270,6 +271,32 @@ struct d9_worker_seen {
 	__u32 tid;
 	__u64 worker;
 	__u64 ts_ns;
+};
+
+/* Words of Tokio's context::CONTEXT thread-local searched for current_task_id. */
+#define D9_LP_WORDS 32
+/* lp_learn slots: matches per word, then the word before it being 1 (an Option<u64> tag)
+ * per word, then the observations. */
+#define D9_LP_LEARN_SLOTS (2 * D9_LP_WORDS + 1)
+#define D9_LP_UNLEARNED 0xffffffffu
+/* Words of the worker's Core hashed at each tick: any poll taken from a queue bumps its tick. */
+#define D9_LP_CORE_WORDS 64
+
+/* A worker thread off the CPU inside a poll (it switched out voluntarily while Tokio's
+ * current_task_id was set) for at least lp_min_ns: from its switch out to its switch in. Or
+ * (on_cpu) one poll seen running at clock ticks spanning at least lp_min_ns (a period
+ * added): out_ns is the first tick, blocked_ns 0 and on_cpu_ns the span plus a period. */
+struct d9_long_poll {
+	__u32 type; /* D9_REC_LONG_POLL */
+	__u32 tid;
+	__u64 worker;
+	__u64 task_id;
+	__u64 out_ns; /* switched out (CLOCK_MONOTONIC) */
+	__u64 blocked_ns;
+	__u64 on_cpu_ns;
+	__s32 stack_bytes; /* user stack at the switch out, or a negative errno */
+	__u32 on_cpu;	   /* 1: seen running at clock ticks (blocked_ns is then 0) */
+	__u64 stack[D9_MAX_STACK_DEPTH];
 };
 
 /* One thread of the target, as the thread_regs iterator writes it (user/target/worker_tls.c): its

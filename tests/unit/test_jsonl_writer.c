@@ -88,6 +88,21 @@ static void test_line(void **state)
 	free(text);
 }
 
+/* A poll whose end was not observed (poll_end_ns 0): no poll_duration_ns at all, never the
+ * wrapped difference. */
+static void test_poll_end_unknown(void **state)
+{
+	struct task_sample s = base;
+	char *text;
+
+	(void)state;
+	s.poll_end_ns = 0;
+	text = run_jsonl(&s, 1);
+	assert_null(strstr(text, "poll_duration_ns"));
+	assert_non_null(strstr(text, "\"idle_known\":true,\"capped\":false,"));
+	free(text);
+}
+
 /* Names that need escapes, seen again by the same pointer and by another pointer with the
  * same text, and a buffer reused with new text at a new pointer: every frame must read as
  * its own escaped text. */
@@ -96,8 +111,10 @@ static void test_escapes_cached_by_pointer(void **state)
 	static const char odd[] = "<T as \"q\">::f\\g\n\t\x01";
 	static const char odd_esc[] = "\"<T as \\\"q\\\">::f\\\\g\\n\\t\\u0001\"";
 	char *copy = strdup(odd), *other = strdup("plain::name");
-	struct task_frame f1[] = {{1, odd, "/a b", 1, false, false}, {2, copy, "/a b", 2, false, false}};
-	struct task_frame f2[] = {{3, other, "/a b", 3, false, false}, {4, odd, "/a b", 4, false, false}};
+	struct task_frame f1[] = {{1, odd, "/a b", 1, false, false},
+				  {2, copy, "/a b", 2, false, false}};
+	struct task_frame f2[] = {{3, other, "/a b", 3, false, false},
+				  {4, odd, "/a b", 4, false, false}};
 	struct task_sample s[3] = {base, base, base};
 	char expect[1024], *text, *line;
 
@@ -168,6 +185,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_line),
+	    cmocka_unit_test(test_poll_end_unknown),
 	    cmocka_unit_test(test_escapes_cached_by_pointer),
 	    cmocka_unit_test(test_many_names),
 	};

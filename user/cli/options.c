@@ -63,6 +63,7 @@ enum {
 	OPT_NO_TASK_ROOT,
 	OPT_SYMBOLS,
 	OPT_DEBUG_DIR,
+	OPT_LONG_POLL_MS,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -78,6 +79,10 @@ static const struct argp_option argp_opts[] = {
     {"duration", 'd', "SECS", 0, "Stop after SECS seconds (default: until Ctrl-C)", 0},
     {"output", 'o', "DIR", 0, "Output directory (default: dial9-out)", 0},
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
+    {"long-poll-ms", OPT_LONG_POLL_MS, "MS", 0,
+     "Write every poll that holds its worker MS or more to long_polls.jsonl (default 10; "
+     "0 = off)",
+     0},
     {"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 4 x hz)", 0},
     {"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},
     {"overhead-budget", OPT_OVERHEAD, "PCT", 0,
@@ -234,6 +239,13 @@ static error_t parse_sampling_arg(int key, char *arg, struct options *o)
 				  D9_MAX_BURST);
 		o->cap_burst = v;
 		break;
+	case OPT_LONG_POLL_MS:
+		if (parse_u64(arg, &v) || v > D9_MAX_LONG_POLL_MS)
+			bad_usage("invalid --long-poll-ms '%s': give milliseconds from 0 (off) to "
+				  "%llu",
+				  arg, D9_MAX_LONG_POLL_MS);
+		o->long_poll_ms = v;
+		break;
 	case OPT_SEED:
 		if (parse_u64(arg, &v))
 			bad_usage("invalid --seed '%s': give a non-negative integer", arg);
@@ -387,6 +399,7 @@ int options_parse(int argc, char **argv, struct options *o)
 		return 0;
 	}
 	o->per_worker_hz = 10;
+	o->long_poll_ms = 10;
 	o->stack_size = 16384;
 	/* A busy worker polls 100k+ times a second and every probe hit costs ~1 us: probing
 	 * every poll can double what a poll costs, so by default the probes are attached only

@@ -37,7 +37,8 @@ struct options {
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
-	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
+	bool no_task_root;     /* leave out the "task: FUTURE" root frame of every stack */
+	uint64_t long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
 	/* A stripped target's debug file: --symbols FILE|DIR, --debug-dir (debuginfo.h). */
 	struct debuginfo_opts debuginfo;
 
@@ -50,6 +51,7 @@ struct options {
  * whole stream and the "budget" no longer bounds anything. */
 #define D9_MAX_HZ 100000ULL
 #define D9_MAX_BURST 1000000ULL
+#define D9_MAX_LONG_POLL_MS 3600000ULL
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and

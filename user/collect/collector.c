@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collector.h"
+#include "long_polls.h"
 #include "task_types.h"
 #include "symbolize.h"
 #include "unwind_dwarf.h"
@@ -15,7 +16,7 @@
 
 #define MAX_INLINE 16
 #define MAX_PENDING 4096
-#define MAX_FRAMES_OUT 512
+#define MAX_FRAMES_OUT COLLECTOR_MAX_FRAMES
 
 /* An epoch's refusals are final once the epoch is over: the sampler decides at the time of
  * the transition. The grace covers records still in the ring buffer. */
@@ -351,6 +352,8 @@ int collector_handle(void *ctx, void *data, size_t size)
 	case D9_REC_EXEC:
 		c->target_exec = true;
 		return 0;
+	case D9_REC_LONG_POLL:
+		return c->long_polls ? long_polls_handle(c->long_polls, c, data, size) : 0;
 	case D9_REC_WORKER: {
 		const struct d9_worker_seen *ws = data;
 		struct worker_info *w;
@@ -587,6 +590,12 @@ static size_t symbolize_frames(struct collector *c, const uint64_t *pcs, size_t 
 			    false,     false};
 	}
 	return n;
+}
+
+size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
+			   struct task_frame *frames)
+{
+	return symbolize_frames(c, pcs, n, frames);
 }
 
 /* The inclusion probability as the run's cost corrected it, and the weights it gives. */

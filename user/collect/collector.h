@@ -61,6 +61,8 @@ struct runtime_info {
 	int first_worker;
 };
 
+#define COLLECTOR_MAX_FRAMES 512
+
 struct pending_sample;
 struct raw_copy;
 
@@ -83,6 +85,7 @@ struct collector {
 	 * with a "task: FUTURE" frame (--no-task-root leaves it out). */
 	struct task_types *types;
 	bool task_root;
+	struct long_polls *long_polls; /* D9_REC_LONG_POLL records go there; NULL: dropped */
 
 	struct worker_info *workers;
 	size_t nworkers;
@@ -132,6 +135,11 @@ double collector_woken_factor(const struct worker_info *w, const struct d9_gate_
 /* The runtime of scheduler key, added on first sight; NULL for 0 (unknown) or out of memory. */
 struct runtime_info *collector_runtime(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);
+/* Names a frame-pointer stack's pcs (leaf first) into frames, at most COLLECTOR_MAX_FRAMES
+ * with inlined calls expanded; returns how many. */
+struct task_frame;
+size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
+			   struct task_frame *frames);
 /* An epoch's in-window slowdown of the tasks that yielded (see collector.c); 1 = none. */
 double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns);
 /*

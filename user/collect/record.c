@@ -28,6 +28,7 @@
 #include "attach.h"
 #include "calibrate.h"
 #include "collector.h"
+#include "long_polls.h"
 #include "metadata.h"
 #include "park_outcome.h"
 #include "options.h"
@@ -74,6 +75,8 @@ struct record {
 	struct sampler_bpf *skel;
 	struct attachment links;
 	struct bpf_link *exec_link;
+	struct bpf_link *lp_link;
+	struct long_polls lp;
 	struct arming arm;
 	struct run_summary run;
 	struct worker_tls wtls;
@@ -329,6 +332,7 @@ static void configure_bpf(struct record *r)
 	skel->rodata->read_task_id = tl.valid;
 	skel->rodata->hdr_vtable_off = tl.hdr_vtable_off;
 	skel->rodata->vtable_id_off = tl.vtable_id_off;
+	long_polls_configure(&r->lp, skel, r->t, o->long_poll_ms * 1000000ULL);
 }
 
 /* The target, locked against a second run, and the BPF object, loaded. */
@@ -379,6 +383,8 @@ static int setup_outputs(struct record *r)
 	if (out_dir_open(&r->outdir, o->output_dir, &r->dir_created))
 		return 1;
 	err = open_writers(o, &r->outdir, r->writers, &r->nwriters);
+	if (!err)
+		err = long_polls_open(&r->lp, &r->outdir);
 	if (err) {
 		fprintf(stderr,
 			"dial9-bpf: failed to create output in '%s': %s: give a writable "
@@ -415,6 +421,7 @@ static int setup_collector(struct record *r)
 			strerror(-err));
 	col->types = &r->types;
 	col->task_root = !o->no_task_root;
+	col->long_polls = &r->lp;
 	if (o->unwind == D9_UNWIND_DWARF) {
 		col->unw = unwinder_new(o->pid);
 		if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
@@ -509,6 +516,13 @@ static int record_attach(struct record *r)
 			"dial9-bpf: failed to watch for exec: %s: an exec of the "
 			"same executable will not stop the run\n",
 			strerror(errno));
+	long_polls_start_ticks(&r->lp, r->skel, &r->wtls);
+	if (r->lp.min_ns && !(r->lp_link = bpf_program__attach(r->skel->progs.lp_switch))) {
+		fprintf(stderr,
+			"dial9-bpf: failed to attach to sched_switch: %s: long polls are off\n",
+			strerror(errno));
+		r->lp.status = "no_sched_switch";
+	}
 	/* Open every mapped file now, while the target lives: build ids and symbols of
 	 * libraries no sample hit yet stay available if it exits before the end. Before the
 	 * arming thread starts, whose first epoch would count this one-time work against the
@@ -608,6 +622,7 @@ static void record_loop(struct record *r)
 		if (err < 0 && err != RB_SLICE_OVER)
 			break;
 		now = mono_ns();
+		long_polls_learn(&r->lp, r->skel, now);
 		why = must_stop(r);
 		if (why) {
 			r->run.stop_reason = why;
@@ -636,6 +651,9 @@ static void record_detach(struct record *r)
 	detach_probes(&r->links);
 	bpf_link__destroy(r->exec_link);
 	r->exec_link = NULL;
+	bpf_link__destroy(r->lp_link);
+	r->lp_link = NULL;
+	long_polls_stop_ticks(&r->lp);
 	r->run.detach_ms = (mono_ns() - t0) / 1e6;
 }
 
@@ -672,6 +690,9 @@ static int record_finish(struct record *r)
 	if (finish_writers(r->o, r->t, r->sym, &r->col, &r->run, r->writers, r->nwriters))
 		err = 1;
 	r->nwriters = 0;
+	if (long_polls_finish(&r->lp))
+		err = 1;
+	r->run.long_polls = &r->lp;
 	r->run.arming = &r->arm;
 	if (metadata_write(&r->outdir, r->o, r->t, &r->col, &r->run))
 		err = 1;
@@ -685,6 +706,9 @@ static void record_free(struct record *r)
 {
 	for (size_t i = 0; i < r->nwriters; i++)
 		r->writers[i].abort(&r->writers[i]);
+	if (r->lp.open)
+		out_file_discard(&r->lp.out);
+	json_buf_free(&r->lp.line);
 	if (!r->running && r->dir_created)
 		rmdir(r->o->output_dir);
 	out_dir_close(&r->outdir);

@@ -47,13 +47,15 @@ struct task_sample {
 	uint64_t task_id;
 	double prob; /* inclusion probability */
 	uint64_t epoch;
+	/* poll_end_ns is 0 when the poll's end was not observed (the probes were detached
+	 * before the next event on its thread): use task_sample_poll_ns, never the difference. */
 	uint64_t idle_start_ns, idle_end_ns, poll_end_ns;
 	/* False when the task's previous Pending return was not observed (it happened while the
 	 * probes were detached, see arming.h): idle_start_ns is then 0 and weight_idle_ns 0. */
 	bool idle_known;
 	bool capped;
-	const char *outcome;	/* "pending", "complete", "unknown" */
-	const char *future;	/* the task's future type (task_types.h), NULL when unknown */
+	const char *outcome; /* "pending", "complete", "unknown" */
+	const char *future;  /* the task's future type (task_types.h), NULL when unknown */
 	/* The armed window it was selected in (from 1): samples of one window share its random
 	 * placement, so estimates' variance is taken over windows, not samples. 0: always armed
 	 * (then every sample is drawn on its own). */
@@ -77,5 +79,15 @@ struct task_sample {
 	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
 	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */
 };
+
+/* The poll's duration into *ns; false when its end was not observed (then unknown, and
+ * writers leave it out rather than print a wrapped difference). */
+static inline bool task_sample_poll_ns(const struct task_sample *s, uint64_t *ns)
+{
+	if (!s->poll_end_ns || s->poll_end_ns < s->idle_end_ns)
+		return false;
+	*ns = s->poll_end_ns - s->idle_end_ns;
+	return true;
+}
 
 #endif

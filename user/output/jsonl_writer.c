@@ -124,6 +124,7 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 {
 	struct jsonl_writer *jw = w->priv;
 	struct json_buf *b = &jw->line;
+	uint64_t poll_ns;
 
 	b->len = 0;
 	json_buf_lit(b, "{\"timestamp_ns\":");
@@ -168,8 +169,10 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 	json_buf_u64(b, s->idle_known ? s->idle_end_ns - s->idle_start_ns : 0);
 	json_buf_lit(b, ",\"idle_known\":");
 	put_bool(b, s->idle_known);
-	json_buf_lit(b, ",\"poll_duration_ns\":");
-	json_buf_u64(b, s->poll_end_ns - s->idle_end_ns);
+	if (task_sample_poll_ns(s, &poll_ns)) {
+		json_buf_lit(b, ",\"poll_duration_ns\":");
+		json_buf_u64(b, poll_ns);
+	}
 	json_buf_lit(b, ",\"capped\":");
 	put_bool(b, s->capped);
 	json_buf_lit(b, ",\"outcome\":\"");

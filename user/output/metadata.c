@@ -12,6 +12,7 @@
 #include "debuginfo.h"
 #include "elf_file.h"
 #include "json.h"
+#include "long_polls.h"
 #include "metadata.h"
 #include "worker_tls.h"
 #include "options.h"
@@ -347,6 +348,11 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	if (r->worker_tls) {
 		fputs("  \"worker_tls\": ", f);
 		worker_tls_write_json(f, r->worker_tls);
+		fputs(",\n", f);
+	}
+	if (r->long_polls) {
+		fputs("  \"long_polls\": ", f);
+		long_polls_write_json(f, r->long_polls);
 		fputs(",\n", f);
 	}
 	write_probes(f, t, r);

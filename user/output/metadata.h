@@ -11,6 +11,7 @@ struct target;
 struct collector;
 struct arming;
 struct worker_tls;
+struct long_polls;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -26,6 +27,7 @@ struct run_summary {
 	bool uprobe_multi;
 	struct arming *arming;
 	const struct worker_tls *worker_tls; /* workers found at the attach, or NULL */
+	const struct long_polls *long_polls; /* or NULL */
 };
 
 struct out_dir;

@@ -267,6 +267,7 @@ static char *put_prob(char *p, double prob)
 static size_t raw_text(char *buf, size_t len, const struct task_sample *s)
 {
 	char tmp[512], *p = tmp;
+	uint64_t poll_ns;
 	size_t n;
 
 	p = put_lit(p, "worker=");
@@ -281,9 +282,11 @@ static size_t raw_text(char *buf, size_t len, const struct task_sample *s)
 	p = put_lit(p, " epoch=");
 	p = put_dec(p, s->epoch);
 	p = put_lit(p, " idle_ns=");
-	p = put_dec(p, s->idle_end_ns - s->idle_start_ns);
-	p = put_lit(p, " poll_ns=");
-	p = put_dec(p, s->poll_end_ns > s->idle_end_ns ? s->poll_end_ns - s->idle_end_ns : 0);
+	p = put_dec(p, s->idle_known ? s->idle_end_ns - s->idle_start_ns : 0);
+	if (task_sample_poll_ns(s, &poll_ns)) {
+		p = put_lit(p, " poll_ns=");
+		p = put_dec(p, poll_ns);
+	}
 	p = put_lit(p, s->capped ? " capped=1 outcome=" : " capped=0 outcome=");
 	p += snprintf(p, 64, "%.48s", s->outcome ? s->outcome : "unknown");
 	p = put_lit(p, " park=");

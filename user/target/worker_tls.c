@@ -32,6 +32,10 @@
 #define WT_MAX_STRONG 64
 #define WT_MAX_INDEX 4096
 #define WT_MAX_REFS (1ULL << 24)
+#define WT_STACK_NEAR (1ULL << 20)
+/* Words of a multi_thread worker context from its Arc<Worker> on: the core's RefCell and the
+ * deferred wakers' RefCell<Vec>; the stack beyond holds other frames' locals. */
+#define WT_CTX_FIELDS 8
 
 /* Tokio's thread-local pointer to the running worker's context, newest last: tried in order. */
 static const char *const tls_vars[] = {
@@ -378,6 +382,53 @@ static int scan_threads(struct target_mem *mem, int64_t off, uint64_t size,
 	return r < 0 ? r : 0;
 }
 
+/*
+ * The word of the scheduler context holding the worker's Box<Core> (core: RefCell<Option<Box<
+ * Core>>>; Tokio keeps the core there while it polls a task and while it parks): the word
+ * nearest the Arc<Worker> that points to the heap in the resolved threads' contexts (or is
+ * empty: a worker between two tasks holds its core elsewhere). Core.tick
+ * changes between two polls taken from a queue and nothing in the Core changes within a poll
+ * that wakes or spawns nothing, so the long-poll tick hashes it (bpf/long_polls.bpf.h). A bit
+ * for the word; 0 if none.
+ */
+static uint32_t find_heap_words(struct target_mem *mem, const struct d9_thread_regs *th, size_t nth,
+				int64_t off, const struct wt_found *f, size_t n, uint16_t bi,
+				uint16_t bj)
+{
+	unsigned votes[WT_CTX_WORDS] = {0}, empty[WT_CTX_WORDS] = {0}, threads = 0;
+	uint32_t mask = 0;
+
+	for (size_t a = 0; a < n; a++) {
+		uint64_t ctx = 0, cx[WT_CTX_WORDS];
+
+		if (f[a].i != bi || f[a].j != bj)
+			continue;
+		for (size_t k = 0; k < nth; k++)
+			if (th[k].tid == f[a].tid &&
+			    !read_target(mem, th[k].fsbase + (uint64_t)off + bi * 8, &ctx, 8))
+				ctx = 0;
+		if (!ctx || !read_target(mem, ctx, cx, sizeof(cx)))
+			continue;
+		threads++;
+		/* The stack the context is on is not the heap: a pointer near it is left out. */
+		for (int w = 0; w < WT_CTX_WORDS && w < bj + WT_CTX_FIELDS; w++) {
+			votes[w] += w != bj && user_ptr(cx[w]) &&
+				    (cx[w] + WT_STACK_NEAR < ctx || cx[w] > ctx + WT_STACK_NEAR);
+			empty[w] += !cx[w];
+		}
+	}
+	/* The nearest to the worker: the core, whose RefCell follows it in every release. Words
+	 * further on may be the stack's other locals, changing all the time. */
+	for (int d = 1; d < WT_CTX_FIELDS && threads && !mask; d++) {
+		if (bj + d < WT_CTX_WORDS && votes[bj + d] &&
+		    votes[bj + d] + empty[bj + d] == threads)
+			mask = 1u << (bj + d);
+		else if (bj >= d && votes[bj - d] && votes[bj - d] + empty[bj - d] == threads)
+			mask = 1u << (bj - d);
+	}
+	return mask;
+}
+
 /* Tries one TLS variable: true when it gave workers (then out says which). */
 static bool try_symbol(struct sampler_bpf *skel, struct target_mem *mem, struct collector *c,
 		       const struct tls_image *img, const struct tls_sym *s,
@@ -396,6 +447,7 @@ static bool try_symbol(struct sampler_bpf *skel, struct target_mem *mem, struct 
 		out->context_word = bi;
 		out->worker_word = bj;
 		out->workers = workers;
+		out->heap_words = find_heap_words(mem, th, nth, off, l.v, l.n, bi, bj);
 		for (size_t a = 0; a < l.n; a++) {
 			if (l.v[a].i == bi && l.v[a].j == bj) {
 				note_worker(skel, c, &l.v[a]);
@@ -405,6 +457,22 @@ static bool try_symbol(struct sampler_bpf *skel, struct target_mem *mem, struct 
 	}
 	free(l.v);
 	return workers > 0;
+}
+
+bool worker_tls_context_offset(const struct target *t, int64_t *off)
+{
+	struct tls_image img;
+
+	if (read_tls_image(t->exe_link, target_symbols_file(t), &img))
+		return false;
+	for (size_t i = 0; i < img.nsyms; i++) {
+		if (!strcmp(tls_vars[img.syms[i].rank], "tokio::runtime::context::CONTEXT")) {
+			*off = worker_tls_tp_offset(img.syms[i].value, img.memsz, img.align,
+						    img.vaddr);
+			return true;
+		}
+	}
+	return false;
 }
 
 void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct collector *c,
@@ -461,8 +529,8 @@ void worker_tls_write_json(FILE *f, const struct worker_tls *w)
 	json_str(f, w->symbol[0] ? w->symbol : NULL);
 	fprintf(f,
 		", \"tp_offset\": %" PRId64 ", \"context_word\": %d, \"worker_word\": %d, "
-		"\"threads\": %zu, \"threads_readable\": %zu, \"threads_resolved\": %zu, "
-		"\"workers\": %zu, \"ms\": %.1f}",
-		w->tp_offset, w->context_word, w->worker_word, w->threads, w->readable, w->resolved,
-		w->workers, w->ms);
+		"\"heap_words\": \"0x%x\", \"threads\": %zu, \"threads_readable\": %zu, "
+		"\"threads_resolved\": %zu, \"workers\": %zu, \"ms\": %.1f}",
+		w->tp_offset, w->context_word, w->worker_word, w->heap_words, w->threads,
+		w->readable, w->resolved, w->workers, w->ms);
 }

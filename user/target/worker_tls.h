@@ -30,16 +30,17 @@ struct target;
 struct collector;
 
 struct worker_tls {
-	const char *status; /* "resolved", "no_workers_found", "no_tls_symbol", ... */
-	char symbol[160];   /* the TLS variable used, demangled */
-	int64_t tp_offset;  /* its address minus the thread pointer (fsbase) */
-	int context_word;   /* word of the variable pointing to the context; -1 if none */
-	int worker_word;    /* word of the context holding the Arc<Worker>; -1 if none */
-	size_t threads;	    /* threads of the target seen by the iterator */
-	size_t readable;    /* of them, whose TLS variable could be read */
-	size_t resolved;    /* of them, given a worker key */
-	size_t workers;	    /* distinct workers among those */
-	double ms;	    /* time taken, while the target ran on */
+	const char *status;  /* "resolved", "no_workers_found", "no_tls_symbol", ... */
+	char symbol[160];    /* the TLS variable used, demangled */
+	int64_t tp_offset;   /* its address minus the thread pointer (fsbase) */
+	int context_word;    /* word of the variable pointing to the context; -1 if none */
+	int worker_word;     /* word of the context holding the Arc<Worker>; -1 if none */
+	uint32_t heap_words; /* words of the context pointing to the heap (a bit each) */
+	size_t threads;	     /* threads of the target seen by the iterator */
+	size_t readable;     /* of them, whose TLS variable could be read */
+	size_t resolved;     /* of them, given a worker key */
+	size_t workers;	     /* distinct workers among those */
+	double ms;	     /* time taken, while the target ran on */
 };
 
 /* A read of the target's memory: true when all len bytes were read. */
@@ -63,6 +64,10 @@ void worker_tls_prepare(struct sampler_bpf *skel);
  */
 void worker_tls_resolve(struct sampler_bpf *skel, const struct target *t, struct collector *c,
 			struct worker_tls *out);
+
+/* Tokio's context::CONTEXT (current_task_id lives in it): its offset from the TLS base of
+ * any of the target's threads; false when the executable has no such symbol. */
+bool worker_tls_context_offset(const struct target *t, int64_t *off);
 
 /* metadata.json's "worker_tls" value. */
 void worker_tls_write_json(FILE *f, const struct worker_tls *w);

@@ -331,6 +331,43 @@ async fn big_future_task(id: u64) {
     }
 }
 
+/// Spins ~20 ms inside one poll, holding its worker: a long poll on the CPU.
+#[inline(never)]
+fn long_spin_work(seed: u64) -> u64 {
+    let end = mono_ns() + 20_000_000;
+    let mut x = seed | 1;
+    while mono_ns() < end {
+        x = spin_mix(x, 1_000);
+    }
+    x
+}
+
+/// Sleeps ~15 ms in a blocking call inside one poll: a long poll off the CPU.
+#[inline(never)]
+fn long_sleep_work(seed: u64) -> u64 {
+    std::thread::sleep(Duration::from_millis(15));
+    spin_mix(seed | 1, 100)
+}
+
+/// One long poll every `period_ms`, each written as a ground-truth line: when it started and
+/// ended on CLOCK_MONOTONIC and on which thread (the worker it held). Uncounted by kind.
+async fn long_poll_task(kind: &'static str, period_ms: u64) {
+    let mut x = period_ms;
+    loop {
+        tokio::time::sleep(Duration::from_millis(period_ms)).await;
+        let start = mono_ns();
+        x = if kind == "spin" { long_spin_work(x) } else { long_sleep_work(x) };
+        let end = mono_ns();
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        emit(&format!(
+            "{{\"type\":\"long_poll\",\"kind\":\"{}\",\"tid\":{},\"start_ns\":{},\"end_ns\":{}}}",
+            kind, tid, start, end
+        ));
+        sink(x);
+    }
+}
+
 async fn channel_kind_producer(id: u64, tx: mpsc::Sender<u64>, sem: Arc<Semaphore>) {
     let mut v = id;
     loop {
@@ -423,6 +460,7 @@ struct Opts {
     late_after: u64,
     idle: u64,
     big_future: u64,
+    long_poll: u64,
     mode: Mode,
 }
 
@@ -430,7 +468,9 @@ const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until
 [--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--notify-tasks PAIRS] [--mode mix|hot] \
 [--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)] \
 [--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)] \
-[--idle-tasks N (each resumes about once a second)] [--big-future-tasks N (8 KiB futures, uncounted)]";
+[--idle-tasks N (each resumes about once a second)] [--big-future-tasks N (8 KiB futures, uncounted)] \
+[--long-poll-tasks N (N tasks spinning 20 ms in a poll every 250 ms and N sleeping 15 ms in one \
+every 400 ms, uncounted; each long poll written as a \"long_poll\" line)]";
 
 fn die(msg: &str) -> ! {
     eprintln!("dial9-demo: {}\n{}", msg, USAGE);
@@ -451,6 +491,7 @@ fn parse_args() -> Opts {
         late_after: 5,
         idle: 0,
         big_future: 0,
+        long_poll: 0,
         mode: Mode::Mix,
     };
     let mut args = std::env::args().skip(1);
@@ -486,6 +527,7 @@ fn parse_args() -> Opts {
             "--late-after" => o.late_after = num(),
             "--idle-tasks" => o.idle = num(),
             "--big-future-tasks" => o.big_future = num(),
+            "--long-poll-tasks" => o.long_poll = num(),
             "--mode" => {
                 o.mode = match val.as_str() {
                     "mix" => Mode::Mix,
@@ -576,6 +618,10 @@ fn main() {
         }
         for i in 0..o.big_future {
             tokio::spawn(big_future_task(i));
+        }
+        for _ in 0..o.long_poll {
+            tokio::spawn(long_poll_task("spin", 250));
+            tokio::spawn(long_poll_task("sleep", 400));
         }
         for i in 0..o.notify {
             let notify = Arc::new(Notify::new());

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Long polls, blocked (lp_switch) or running (lp_tick, below); included by sampler.bpf.c,
+ * whose maps it shares.
+ *
+ * Tokio keeps the id of the task being polled in its thread-local context::CONTEXT
+ * (current_task_id, set around every poll), so a worker thread switching out voluntarily
+ * while that word is set is blocked inside a poll, whether or not a window is open. No poll
+ * ends while its thread is off the CPU: one such interval of at least lp_min_ns is a long
+ * poll on its own. The word's place in CONTEXT is not fixed by Rust: park points, which run
+ * inside a poll of a known task, count which word equals its id (lp_learn_word) and the
+ * loader sets lp_id_word once one word stands out (user/collect/long_polls.c).
+ *
+ *  - lp_switch (raw_tp sched_switch): at a worker's blocking switch out inside a poll, the
+ *    time, task and user stack go into lp_blocked; at its switch back in, an interval of at
+ *    least lp_min_ns is sent as a D9_REC_LONG_POLL.
+ */
+#ifndef D9_LONG_POLLS_BPF_H
+#define D9_LONG_POLLS_BPF_H
+
+const volatile __u64 lp_min_ns = 0;  /* 0: long polls off */
+const volatile __s64 lp_ctx_off = 0; /* context::CONTEXT's address minus the TLS base */
+/* Set by the loader once learned: the word of CONTEXT holding the id and, for Tokio's
+ * 16-byte Option<Id(u64)>, whether the word before it is the tag (1 = Some). */
+__u32 lp_id_word = D9_LP_UNLEARNED;
+__u32 lp_id_tagged = 0;
+
+struct lp_words {
+	__u64 w[D9_LP_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, D9_LP_LEARN_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lp_learn SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_words);
+} lp_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct d9_long_poll);
+} lp_blocked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct d9_long_poll);
+} lp_zero SEC(".maps");
+
+/* The user stack at the latest tick of a thread's run (lp_tick). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct stack_buf);
+} lp_stacks SEC(".maps");
+
+struct task_struct___d9lp {
+	unsigned int __state; /* 5.14+ */
+	int pid;
+	int tgid;
+	struct {
+		unsigned long fsbase;
+	} thread;
+} __attribute__((preserve_access_index));
+
+/* The current thread's context::CONTEXT, 0 when long polls are off. */
+static __always_inline __u64 lp_context(void)
+{
+	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
+
+	if (!lp_min_ns)
+		return 0;
+	return BPF_CORE_READ(task, thread.fsbase) + lp_ctx_off;
+}
+
+static __always_inline void lp_bump(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&lp_learn, &slot);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+/* Called inside a poll of task_id (a park point in a window) until the word is learned. */
+static __always_inline void lp_learn_word(__u64 task_id)
+{
+	__u64 ctx = lp_id_word == D9_LP_UNLEARNED ? lp_context() : 0;
+	struct lp_words *sw;
+	__u32 zero = 0;
+
+	if (!ctx || !task_id)
+		return;
+	sw = bpf_map_lookup_elem(&lp_scratch, &zero);
+	if (!sw || bpf_probe_read_user(sw, sizeof(*sw), (void *)ctx))
+		return;
+	for (__u32 j = 0; j < D9_LP_WORDS; j++) {
+		if (sw->w[j] != task_id)
+			continue;
+		lp_bump(j);
+		if (j > 0 && sw->w[j - 1] == 1)
+			lp_bump(D9_LP_WORDS + j);
+	}
+	lp_bump(2 * D9_LP_WORDS);
+}
+
+/* The id of the task the current thread is polling, 0 when none or not learned. */
+static __always_inline __u64 lp_current_task(void)
+{
+	__u32 word = lp_id_word;
+	__u64 ctx = word < D9_LP_WORDS ? lp_context() : 0;
+	__u64 w[2] = {};
+
+	if (!ctx)
+		return 0;
+	if (word == 0) /* no tag word before it */
+		return lp_id_tagged || bpf_probe_read_user(w, 8, (void *)ctx) ? 0 : w[0];
+	if (bpf_probe_read_user(w, sizeof(w), (void *)(ctx + (word - 1) * 8)))
+		return 0;
+	if (lp_id_tagged && w[0] != 1)
+		return 0;
+	return w[1];
+}
+
+/* The worker the current thread runs, 0 when it runs none (a blocking-pool thread). */
+static __always_inline __u64 lp_worker(__u32 tid)
+{
+	struct thread_state *t = thread_get(tid, false);
+	__u64 key = tls_worker_of(tid);
+
+	if (key)
+		return key;
+	return t ? t->worker_ptr : 0;
+}
+
+static __always_inline void lp_switch_out(void *ctx, __u64 now)
+{
+	__u64 id = bpf_get_current_pid_tgid(), task_id, worker;
+	__u32 tid = (__u32)id, pid, ns_tid, zero = 0;
+	struct d9_long_poll *z, *b;
+
+	if (!current_pid_tid(&pid, &ns_tid) || pid != targ_tgid)
+		return;
+	task_id = lp_current_task();
+	worker = task_id ? lp_worker(tid) : 0;
+	if (!worker)
+		return;
+	z = bpf_map_lookup_elem(&lp_zero, &zero);
+	if (!z)
+		return;
+	bpf_map_update_elem(&lp_blocked, &tid, z, BPF_ANY);
+	b = bpf_map_lookup_elem(&lp_blocked, &tid);
+	if (!b)
+		return;
+	b->type = D9_REC_LONG_POLL;
+	b->tid = ns_tid;
+	b->worker = worker;
+	b->task_id = task_id;
+	b->out_ns = now;
+	b->stack_bytes = bpf_get_stack(ctx, b->stack, sizeof(b->stack), BPF_F_USER_STACK);
+}
+
+static __always_inline void lp_switch_in(struct task_struct___d9lp *next, __u64 now)
+{
+	__u32 tid = BPF_CORE_READ(next, pid);
+	struct d9_long_poll *b = bpf_map_lookup_elem(&lp_blocked, &tid);
+
+	if (!b)
+		return;
+	b->blocked_ns = now - b->out_ns;
+	if (b->blocked_ns >= lp_min_ns && bpf_ringbuf_output(&events, b, sizeof(*b), 0))
+		count(D9_CNT_RB_DROPS);
+	bpf_map_delete_elem(&lp_blocked, &tid);
+}
+
+SEC("raw_tp/sched_switch")
+int lp_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct___d9lp *prev;
+	__u64 now;
+
+	if (!lp_min_ns || lp_id_word == D9_LP_UNLEARNED)
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* sched_switch(preempt, prev, next): prev is the current task, and a state other than
+	 * TASK_RUNNING means it went to sleep; a running one was preempted, not blocked
+	 * (preempt alone misses preemption on the way back to user mode). */
+	prev = (void *)ctx->args[1];
+	if (!ctx->args[0] && BPF_CORE_READ(prev, __state))
+		lp_switch_out(ctx, now);
+	lp_switch_in((void *)ctx->args[2], now);
+	return 0;
+}
+
+/*
+ * On the CPU: a software clock event per CPU (lp_tick) finds the worker's current task and a
+ * hash of its Core (Tokio bumps Core.tick for every task it takes from a queue, so two polls
+ * of one task differ in it). The same task and Core at consecutive ticks is one poll going
+ * on; when it ends (another task, another Core, none), a run spanning lp_min_ns or more is
+ * sent. The scheduler context is found as user/target/worker_tls.c found it at the attach: the TLS
+ * variable at lp_sched_off, its word lp_sched_word; the hash covers what that context's heap
+ * words (lp_heap_words) point to.
+ */
+__s64 lp_sched_off = 0;
+__u64 lp_tick_ns = 0; /* the clock event's period */
+__u32 lp_sched_word = D9_LP_UNLEARNED;
+__u32 lp_heap_words = 0; /* words of that context pointing to the Core (and deferred wakers) */
+
+struct lp_run {
+	__u64 task_id, hash, first_ns, last_ns;
+	__u32 ticks;
+	__s32 stack_bytes; /* of its stack in lp_stacks */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct lp_run);
+} lp_runs SEC(".maps");
+
+struct lp_core {
+	__u64 w[D9_LP_CORE_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lp_core);
+} lp_core_scratch SEC(".maps");
+
+#define LP_TARGET_WORDS (D9_LP_CORE_WORDS - 16)
+
+/* FNV-1a over words [from, to) of the scratch. */
+static __always_inline __u64 lp_hash_words(const struct lp_core *c, __u64 h, int from, int to)
+{
+	for (int i = 0; i < D9_LP_CORE_WORDS; i++)
+		if (i >= from && i < to)
+			h = (h ^ c->w[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* A hash of what the current worker's scheduler context's heap words point to (the first
+ * words of each; the context's own words are on the stack, among other frames' locals); 0
+ * when it cannot be read. The context sits in the scratch's last 16 words, each target in
+ * the ones before. */
+static __always_inline __u64 lp_core_hash(void)
+{
+	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
+	__u64 ctx = 0, h = 0x9e3779b97f4a7c15ULL;
+	__u32 sw = lp_sched_word, mask = lp_heap_words, zero = 0;
+	struct lp_core *c;
+
+	if (sw >= D9_LP_WORDS || !mask)
+		return 0;
+	ctx = BPF_CORE_READ(task, thread.fsbase) + lp_sched_off + sw * 8;
+	c = bpf_map_lookup_elem(&lp_core_scratch, &zero);
+	if (!c || bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx) || !ctx ||
+	    bpf_probe_read_user(&c->w[LP_TARGET_WORDS], 16 * 8, (void *)ctx))
+		return 0;
+	for (int w = 0; w < 16; w++) {
+		if (!(mask & (1u << w)))
+			continue;
+		__u64 p = c->w[LP_TARGET_WORDS + w], chunk = 0;
+		int n = 8;
+
+		/* Only the object itself: the heap beyond it changes with everything else. glibc's
+		 * malloc keeps the chunk size in the word before the object. */
+		if (!bpf_probe_read_user(&chunk, sizeof(chunk), (void *)(p - 8)) &&
+		    (chunk & ~7ULL) >= 32 && (chunk & ~7ULL) <= (LP_TARGET_WORDS + 1) * 8)
+			n = (int)((chunk & ~7ULL) / 8) - 1;
+		if (bpf_probe_read_user(c, LP_TARGET_WORDS * 8, (void *)p))
+			return 0;
+		h = lp_hash_words(c, h, 0, n);
+	}
+	return h | 1;
+}
+
+static __always_inline void lp_run_end(void *ctx, struct lp_run *r, __u32 tid, __u32 ns_tid,
+				       __u64 worker)
+{
+	struct d9_long_poll *b;
+	struct stack_buf *sb;
+	__u32 zero = 0;
+
+	/* Its first and last ticks fall a period inside it on average (half at each end). */
+	if (r->ticks < 2 || r->last_ns - r->first_ns + lp_tick_ns < lp_min_ns)
+		return;
+	b = bpf_map_lookup_elem(&lp_zero, &zero);
+	if (!b)
+		return;
+	b->type = D9_REC_LONG_POLL;
+	b->tid = ns_tid;
+	b->worker = worker;
+	b->task_id = r->task_id;
+	b->out_ns = r->first_ns;
+	b->blocked_ns = 0;
+	b->on_cpu_ns = r->last_ns - r->first_ns + lp_tick_ns;
+	b->on_cpu = 1;
+	b->stack_bytes = r->stack_bytes;
+	sb = r->stack_bytes > 0 ? bpf_map_lookup_elem(&lp_stacks, &tid) : NULL;
+	if (sb)
+		__builtin_memcpy(b->stack, sb->ips, sizeof(b->stack));
+	else
+		b->stack_bytes = 0;
+	if (bpf_ringbuf_output(&events, b, sizeof(*b), 0))
+		count(D9_CNT_RB_DROPS);
+	b->stack_bytes = 0;
+	b->on_cpu = 0;
+	b->on_cpu_ns = 0;
+}
+
+static __always_inline __s32 lp_take_stack(void *ctx, __u32 tid)
+{
+	struct stack_buf *sb = bpf_map_lookup_elem(&lp_stacks, &tid);
+	__u32 zero = 0;
+
+	if (!sb) {
+		struct stack_buf *z = bpf_map_lookup_elem(&zero_stack, &zero);
+
+		if (!z)
+			return 0;
+		bpf_map_update_elem(&lp_stacks, &tid, z, BPF_ANY);
+		sb = bpf_map_lookup_elem(&lp_stacks, &tid);
+		if (!sb)
+			return 0;
+	}
+	return bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK);
+}
+
+SEC("perf_event")
+int lp_tick(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now, task_id, hash, worker;
+	__u32 tid = (__u32)id, pid, ns_tid;
+	struct lp_run *r, fresh = {};
+
+	if (!lp_min_ns || lp_id_word == D9_LP_UNLEARNED || !lp_heap_words)
+		return 0;
+	if (!current_pid_tid(&pid, &ns_tid) || pid != targ_tgid)
+		return 0;
+	worker = lp_worker(tid);
+	if (!worker)
+		return 0;
+	now = bpf_ktime_get_ns();
+	task_id = lp_current_task();
+	hash = task_id ? lp_core_hash() : 0;
+	r = bpf_map_lookup_elem(&lp_runs, &tid);
+	if (r && task_id && r->task_id == task_id && r->hash == hash) {
+		r->last_ns = now;
+		r->ticks++;
+		/* The stack of the latest tick inside the run: what the poll is doing. */
+		r->stack_bytes = lp_take_stack(ctx, tid);
+		return 0;
+	}
+	if (r)
+		lp_run_end(ctx, r, tid, ns_tid, worker);
+	if (!task_id || !hash) {
+		if (r)
+			bpf_map_delete_elem(&lp_runs, &tid);
+		return 0;
+	}
+	fresh.task_id = task_id;
+	fresh.hash = hash;
+	fresh.first_ns = fresh.last_ns = now;
+	fresh.ticks = 1;
+	bpf_map_update_elem(&lp_runs, &tid, &fresh, BPF_ANY);
+	return 0;
+}
+
+#endif

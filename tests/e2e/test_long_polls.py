@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Long polls (--long-poll-ms): long_polls.jsonl against the demo's ground truth.
+
+With --long-poll-tasks the demo's spinning task holds its worker ~20 ms on the CPU every
+~250 ms, the sleeping one ~15 ms off the CPU (std::thread::sleep) every ~400 ms; each writes a
+"long_poll" line per poll with its thread and CLOCK_MONOTONIC start and end.
+"""
+import json
+import os
+import statistics
+import tempfile
+import time
+
+from harness import DEMO_FP, ROOT, Demo, frame_names, read_metadata, run_all, run_tool, test
+
+TRUTH = {"spin": (20e6, 250e6), "sleep": (15e6, 400e6)}
+
+
+def truth_lines(demo, kind):
+    return [l for l in demo.lines("long_poll") if l["kind"] == kind]
+
+
+@test
+def demo_long_poll_truth():
+    """Each kind's polls last what they should, at the rate they should, on worker threads;
+    without the flag the demo writes none (other tests see the same demo)."""
+    plain = Demo(workers=2, mode="mix")
+    d = Demo("--long-poll-tasks", "1", workers=2, mode="mix")
+    try:
+        time.sleep(4)
+        out = []
+        for kind, (dur, period) in TRUTH.items():
+            lines = truth_lines(d, kind)
+            durs = [l["end_ns"] - l["start_ns"] for l in lines]
+            assert len(lines) >= 0.7 * 4e9 / (period + dur), f"{kind}: only {len(lines)} polls"
+            med = statistics.median(durs)
+            # Wall time: a shared machine may stretch a spin, never shorten it.
+            assert dur <= med <= 2 * dur, f"{kind}: median {med / 1e6:.1f} ms"
+            assert all(l["tid"] != d.pid for l in lines), f"{kind}: a poll on the main thread"
+            out.append(f"{kind} {len(lines)} polls, median {med / 1e6:.1f} ms")
+        assert not plain.lines("long_poll"), "the demo wrote long polls without the flag"
+        return "; ".join(out)
+    finally:
+        d.stop()
+        plain.stop()
+
+
+def matches(found, truth):
+    """The truth line (same thread, overlapping in time) a reported long poll belongs to; a
+    clock tick's run may start a tick before the poll's own clock read."""
+    slack = 2e6 if found["found_by"] == "clock_ticks" else 0
+    for t in truth:
+        if t["tid"] == found["tid"] and \
+                t["start_ns"] - slack <= found["timestamp_ns"] <= t["end_ns"]:
+            return t
+    return None
+
+
+def check_blocked(binary, fp=True):
+    """At the default settings (windows, --long-poll-ms 10), every sleeping long poll after
+    the id word is learned is in long_polls.jsonl, with its duration, on its worker, with
+    the sleeping function on its stack, and little else is. Likewise the spinning ones, found
+    by clock ticks (their stacks are walked by frame pointers: fp says the target keeps
+    them; without, a tick inside a leaf gives the leaf only)."""
+    d = Demo("--long-poll-tasks", "1", binary=binary, workers=2, mode="mix")
+    try:
+        time.sleep(2)
+        out = tempfile.mkdtemp(prefix="d9out-lp-")
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 15, "--output", out,
+                              timeout=90, windows=True)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+        time.sleep(0.5)
+        truth = d.lines("long_poll")
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    lp = meta["long_polls"]
+    assert lp["status"] == "learned", lp
+    with open(os.path.join(out, "long_polls.jsonl")) as f:
+        found = [json.loads(l) for l in f if l.strip()]
+    t0, t1 = meta["sampling_started_at_ns"], meta["sampling_stopped_at_ns"]
+    learned = lp["learned_at_ns"]
+    sleeps = [t for t in truth if t["kind"] == "sleep" and t0 <= t["start_ns"] and
+              t["end_ns"] <= t1]
+    after = [t for t in sleeps if t["start_ns"] >= learned]
+    hit = {id(matches(f, truth)): f for f in found if matches(f, truth)}
+    got = [t for t in after if id(t) in hit]
+    assert len(after) >= 10, f"only {len(after)} sleeping polls after learning"
+    assert len(got) >= 0.9 * len(after), f"found {len(got)}/{len(after)} sleeping polls"
+    err_ = statistics.median(hit[id(t)]["duration_ns"] / (t["end_ns"] - t["start_ns"]) - 1
+                             for t in got)
+    assert abs(err_) <= 0.2, f"median duration error {err_:+.1%}"
+    on_stack = sum(1 for t in got if "dial9_demo::long_sleep_work" in frame_names(hit[id(t)]))
+    assert on_stack >= 0.9 * len(got), f"long_sleep_work on {on_stack}/{len(got)} stacks"
+    false = [f for f in found if not matches(f, truth)]
+    assert len(false) <= 0.05 * max(len(found), 1), \
+        f"{len(false)}/{len(found)} long polls match no true one: {false[:2]}"
+    spin = check_spins(truth, found, learned, t1, fp) if lp["on_cpu"] == "ticking" else "off"
+    return (f"sleep {len(got)}/{len(after)} after learning ({len(sleeps)} in the run, "
+            f"learned after {(learned - t0) / 1e6:.0f} ms, word {lp['id_word']}"
+            f"{' tagged' if lp['id_tagged'] else ''}), median duration error {err_:+.1%}, "
+            f"stack {on_stack}/{len(got)}; spin {spin}; false {len(false)}/{len(found)}")
+
+
+def check_spins(truth, found, learned, t1, fp):
+    """Polls held on the CPU, found by clock ticks. The first tick falls up to a period
+    after the poll starts, so it matches from a period before."""
+    spins = [t for t in truth if t["kind"] == "spin" and t["start_ns"] >= learned and
+             t["end_ns"] <= t1]
+    got = []
+    for t in spins:
+        f = [f for f in found if f["found_by"] == "clock_ticks" and f["tid"] == t["tid"] and
+             t["start_ns"] - 2e6 <= f["timestamp_ns"] <= t["end_ns"]]
+        if f:
+            got.append((t, f[0]))
+    assert len(spins) >= 10, f"only {len(spins)} spinning polls after learning"
+    # Ticks land in a poll only while its thread runs: on a loaded machine a poll is seen
+    # shorter than its wall time (which counts its preemption), and a few are missed.
+    assert len(got) >= 0.85 * len(spins), f"found {len(got)}/{len(spins)} spinning polls"
+    err = statistics.median(f["duration_ns"] / (t["end_ns"] - t["start_ns"]) - 1
+                            for t, f in got)
+    assert -0.35 <= err <= 0.2, f"spin median duration error {err:+.1%}"
+    on_stack = sum(1 for _, f in got if "dial9_demo::long_spin_work" in frame_names(f))
+    assert on_stack >= 0.9 * len(got) or not fp, \
+        f"long_spin_work on {on_stack}/{len(got)} stacks"
+    return (f"{len(got)}/{len(spins)}, median duration error {err:+.1%}, "
+            f"stack {on_stack}/{len(got)}")
+
+
+@test
+def long_polls_at_defaults():
+    return check_blocked(DEMO_FP)
+
+
+def matrix_demo(version):
+    path = os.path.join(ROOT, "build", f"demo-tokio-{version}")
+    assert os.path.exists(path), f"{path} missing: run make tokio-matrix"
+    return path
+
+
+@test
+def long_polls_tokio_1_38():
+    """Option<Id(u64)>: the id word follows a tag word. Matrix builds keep no frame
+    pointers."""
+    return check_blocked(matrix_demo("1.38.2"), fp=False)
+
+
+@test
+def long_polls_tokio_1_53():
+    """Option<NonZeroU64>: one word, no tag."""
+    return check_blocked(matrix_demo("1.53.1"), fp=False)
+
+if __name__ == "__main__":
+    run_all()

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Which word of Tokio's CONTEXT holds current_task_id, from the park points' counts. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dial9_bpf.h"
+#include "long_polls.h"
+
+static uint64_t counts[D9_LP_LEARN_SLOTS];
+
+static void reset(void)
+{
+	memset(counts, 0, sizeof(counts));
+}
+
+/* One word holding the id at every observation, its tag word always 1: Option<Id(u64)>. */
+static void test_tagged_word(void **state)
+{
+	bool tagged = false;
+
+	(void)state;
+	reset();
+	counts[5] = 40;
+	counts[D9_LP_WORDS + 5] = 40;
+	counts[9] = 3; /* a counter that happened to equal an id */
+	assert_int_equal(long_polls_pick_word(counts, 40, &tagged), 5);
+	assert_true(tagged);
+}
+
+/* Option<NonZeroU64>: no tag; a word holding the id 90% of the time still wins. */
+static void test_untagged_word(void **state)
+{
+	bool tagged = true;
+
+	(void)state;
+	reset();
+	counts[2] = 36;
+	counts[D9_LP_WORDS + 2] = 4;
+	assert_int_equal(long_polls_pick_word(counts, 40, &tagged), 2);
+	assert_false(tagged);
+}
+
+/* Too few observations, no word often enough, or two words alike: not settled. */
+static void test_not_settled(void **state)
+{
+	bool tagged;
+
+	(void)state;
+	reset();
+	counts[3] = 7;
+	assert_int_equal(long_polls_pick_word(counts, 7, &tagged), -1);
+	counts[3] = 30;
+	assert_int_equal(long_polls_pick_word(counts, 40, &tagged), -1);
+	counts[3] = 40;
+	counts[7] = 40;
+	assert_int_equal(long_polls_pick_word(counts, 40, &tagged), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_tagged_word),
+	    cmocka_unit_test(test_untagged_word),
+	    cmocka_unit_test(test_not_settled),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

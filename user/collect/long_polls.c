@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* long_polls.jsonl: learning where Tokio keeps the current task id, and writing each long
+ * poll the BPF side reports (see long_polls.h). */
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "collector.h"
+#include "dial9_bpf.h"
+#include "long_polls.h"
+#include "sampler.skel.h"
+#include "task_sample.h"
+#include "task_types.h"
+#include "worker_tls.h"
+
+/* Park points seen inside polls before the word is trusted. */
+#define LP_MIN_OBSERVATIONS 8
+#define LP_CHECK_NS 100000000ULL
+/* Clock ticks per second per CPU for polls held on the CPU. A tick lands in a poll only while
+ * its thread runs, so a worker sharing its CPU sees few ticks per poll; lower rates missed
+ * and shortened more polls under load. A tick costs about a microsecond. */
+#define LP_TICK_HZ 1000
+
+void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const struct target *t,
+			  uint64_t min_ns)
+{
+	memset(lp, 0, sizeof(*lp));
+	lp->word = -1;
+	lp->status = "off";
+	if (!min_ns)
+		return;
+	if (!worker_tls_context_offset(t, &lp->ctx_off)) {
+		fprintf(stderr, "dial9-bpf: long polls are off: the target has no Tokio "
+				"context::CONTEXT thread-local (Tokio older than 1.24?)\n");
+		lp->status = "no_context_symbol";
+		return;
+	}
+	lp->min_ns = min_ns;
+	lp->status = "learning";
+	skel->rodata->lp_min_ns = min_ns;
+	skel->rodata->lp_ctx_off = lp->ctx_off;
+}
+
+int long_polls_open(struct long_polls *lp, const struct out_dir *d)
+{
+	int err;
+
+	if (!lp->min_ns)
+		return 0;
+	err = out_file_create(&lp->out, d, "long_polls.jsonl", true);
+	if (err)
+		return err;
+	lp->open = true;
+	return 0;
+}
+
+int long_polls_pick_word(const uint64_t *counts, uint64_t obs, bool *tagged)
+{
+	int best = -1;
+
+	if (obs < LP_MIN_OBSERVATIONS)
+		return -1;
+	for (int j = 0; j < D9_LP_WORDS; j++) {
+		if (counts[j] * 10 < obs * 9)
+			continue;
+		if (best >= 0)
+			return -1; /* two words hold the id: neither can be told to be it */
+		best = j;
+	}
+	if (best >= 0)
+		*tagged = counts[D9_LP_WORDS + best] * 10 >= counts[best] * 9;
+	return best;
+}
+
+void long_polls_learn(struct long_polls *lp, struct sampler_bpf *skel, uint64_t now_ns)
+{
+	uint64_t counts[D9_LP_LEARN_SLOTS];
+	int fd = bpf_map__fd(skel->maps.lp_learn);
+	bool tagged = false;
+	int word;
+
+	if (!lp->min_ns || lp->word >= 0 || now_ns < lp->next_check_ns)
+		return;
+	lp->next_check_ns = now_ns + LP_CHECK_NS;
+	for (uint32_t i = 0; i < D9_LP_LEARN_SLOTS; i++)
+		if (bpf_map_lookup_elem(fd, &i, &counts[i]))
+			return;
+	lp->observations = counts[2 * D9_LP_WORDS];
+	word = long_polls_pick_word(counts, lp->observations, &tagged);
+	if (word < 0) {
+		if (lp->observations >= 100 * LP_MIN_OBSERVATIONS)
+			lp->status = "ambiguous";
+		return;
+	}
+	lp->word = word;
+	lp->tagged = tagged;
+	lp->status = "learned";
+	lp->learned_at_ns = now_ns;
+	skel->bss->lp_id_tagged = tagged;
+	skel->data->lp_id_word = (uint32_t)word;
+}
+
+static void put_stack(struct json_buf *b, const struct task_frame *fr, size_t n)
+{
+	json_buf_lit(b, ",\"stack\":[");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			json_buf_lit(b, ",");
+		json_buf_lit(b, "{\"addr\":\"0x");
+		json_buf_hex(b, fr[i].addr);
+		json_buf_lit(b, "\",\"name\":");
+		json_buf_str(b, fr[i].name);
+		json_buf_lit(b, ",\"module\":");
+		json_buf_str(b, fr[i].module);
+		if (fr[i].inlined)
+			json_buf_lit(b, ",\"inlined\":true");
+		json_buf_lit(b, "}");
+	}
+	json_buf_lit(b, "]}\n");
+}
+
+/* The future of the innermost task on the stack, from Harness<T, S>::poll's generics (v0
+ * mangling; legacy names carry none): malloc'd, or NULL. */
+static char *stack_future(const struct task_frame *fr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fr[i].name && strstr(fr[i].name, "::harness::Harness<"))
+			return task_types_first_arg(fr[i].name, "Harness<");
+	return NULL;
+}
+
+int long_polls_handle(struct long_polls *lp, struct collector *c, const void *data, size_t size)
+{
+	static struct task_frame frames[COLLECTOR_MAX_FRAMES];
+	const struct d9_long_poll *r = data;
+	struct json_buf *b = &lp->line;
+	struct worker_info *w;
+	char *future;
+	size_t n = 0;
+
+	if (!lp->open || size < sizeof(*r))
+		return 0;
+	if (r->stack_bytes > 0)
+		n = collector_symbolize(c, (const uint64_t *)r->stack, (size_t)r->stack_bytes / 8,
+					frames);
+	w = collector_worker(c, r->worker);
+	future = stack_future(frames, n);
+	b->len = 0;
+	json_buf_lit(b, "{\"timestamp_ns\":");
+	json_buf_u64(b, r->out_ns);
+	json_buf_lit(b, ",\"tid\":");
+	json_buf_u64(b, r->tid);
+	json_buf_lit(b, ",\"worker\":");
+	json_buf_i64(b, w ? w->index : -1);
+	json_buf_lit(b, ",\"task_id\":");
+	json_buf_u64(b, r->task_id);
+	json_buf_lit(b, ",\"future\":");
+	json_buf_str(b, future);
+	free(future);
+	json_buf_lit(b, ",\"duration_ns\":");
+	json_buf_u64(b, r->blocked_ns + r->on_cpu_ns);
+	/* Ticks give an estimate (half a period lost at each end on average); a switch out to
+	 * the switch in, a part of the poll. */
+	if (r->on_cpu)
+		json_buf_lit(b, ",\"duration_is_lower_bound\":false,\"found_by\":\"clock_ticks\"");
+	else
+		json_buf_lit(b, ",\"duration_is_lower_bound\":true,\"found_by\":\"sched_switch\"");
+	json_buf_lit(b, ",\"on_cpu_ns\":");
+	json_buf_u64(b, r->on_cpu_ns);
+	json_buf_lit(b, ",\"blocked_ns\":");
+	json_buf_u64(b, r->blocked_ns);
+	put_stack(b, frames, n);
+	if (b->oom) {
+		b->oom = false;
+		return -ENOMEM;
+	}
+	fwrite(b->data, 1, b->len, lp->out.f);
+	lp->written++;
+	return ferror(lp->out.f) ? -EIO : 0;
+}
+
+void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
+			    const struct worker_tls *wt)
+{
+	struct perf_event_attr attr = {
+	    .type = PERF_TYPE_SOFTWARE,
+	    .size = sizeof(attr),
+	    .config = PERF_COUNT_SW_CPU_CLOCK,
+	    .sample_period = 1000000000ULL / LP_TICK_HZ,
+	};
+	int ncpu = libbpf_num_possible_cpus();
+
+	if (!lp->min_ns)
+		return;
+	lp->cpu_status = "no_scheduler_context";
+	if (strcmp(wt->status, "resolved") || !wt->heap_words || ncpu <= 0) {
+		fprintf(stderr, "dial9-bpf: long polls on the CPU are off: the workers' scheduler "
+				"context was not found at the attach (metadata.json worker_tls)\n");
+		return;
+	}
+	skel->bss->lp_sched_off = wt->tp_offset;
+	skel->bss->lp_tick_ns = attr.sample_period;
+	skel->bss->lp_heap_words = wt->heap_words;
+	skel->data->lp_sched_word = (uint32_t)wt->context_word;
+	lp->ticks = calloc((size_t)ncpu, sizeof(*lp->ticks));
+	if (!lp->ticks)
+		return;
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		int fd =
+		    (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0)
+			continue; /* offline */
+		lp->ticks[lp->nticks] = bpf_program__attach_perf_event(skel->progs.lp_tick, fd);
+		if (!lp->ticks[lp->nticks]) {
+			close(fd);
+			continue;
+		}
+		lp->nticks++;
+	}
+	lp->cpu_status = lp->nticks ? "ticking" : "no_clock_event";
+	if (!lp->nticks)
+		fprintf(stderr,
+			"dial9-bpf: long polls on the CPU are off: no software clock event "
+			"could be opened: %s\n",
+			strerror(errno));
+}
+
+void long_polls_stop_ticks(struct long_polls *lp)
+{
+	for (size_t i = 0; i < lp->nticks; i++)
+		bpf_link__destroy(lp->ticks[i]);
+	free(lp->ticks);
+	lp->ticks = NULL;
+	lp->nticks = 0;
+}
+
+int long_polls_finish(struct long_polls *lp)
+{
+	json_buf_free(&lp->line);
+	if (!lp->open)
+		return 0;
+	lp->open = false;
+	return out_file_commit(&lp->out);
+}
+
+void long_polls_write_json(FILE *f, const struct long_polls *lp)
+{
+	fprintf(f,
+		"{\"status\": \"%s\", \"on_cpu\": \"%s\", \"tick_hz\": %d, \"min_ns\": %" PRIu64
+		", \"context_tp_offset\": %" PRId64
+		", \"id_word\": %d, \"id_tagged\": %s, \"observations\": %" PRIu64
+		", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64 "}",
+		lp->status, lp->cpu_status ? lp->cpu_status : "off", LP_TICK_HZ, lp->min_ns,
+		lp->ctx_off, lp->word, lp->tagged ? "true" : "false", lp->observations,
+		lp->learned_at_ns, lp->written);
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * long_polls.jsonl: every poll that held its worker for --long-poll-ms or more, running (seen
+ * at clock ticks) or blocked off the CPU (seen at sched_switch), whether or not a window is
+ * open (bpf/long_polls.bpf.h).
+ *
+ * The BPF side needs the word of Tokio's context::CONTEXT that holds current_task_id. Park
+ * points count, inside polls of known tasks, which word equals the task's id; the loader
+ * checks the counts as they come and sets the word once one holds the id at nearly every
+ * observation and no other does. Until then no long poll is seen.
+ */
+#ifndef D9_LONG_POLLS_H
+#define D9_LONG_POLLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "json.h"
+#include "out_dir.h"
+
+struct sampler_bpf;
+struct target;
+struct collector;
+struct d9_long_poll;
+struct worker_tls;
+
+struct long_polls {
+	/* "off", "no_context_symbol", "learning", "learned", "ambiguous" */
+	const char *status;
+	uint64_t min_ns;
+	int64_t ctx_off;
+	int word; /* the learned word of CONTEXT, -1 until learned */
+	bool tagged;
+	uint64_t observations;	/* park points that counted words */
+	uint64_t learned_at_ns; /* CLOCK_MONOTONIC; 0 until learned */
+	uint64_t next_check_ns;
+	uint64_t written;
+	struct out_file out;
+	bool open;
+	struct json_buf line;
+	/* Polls held on the CPU: "off", "no_scheduler_context", "no_clock_event", "ticking". */
+	const char *cpu_status;
+	struct bpf_link **ticks; /* one per CPU */
+	size_t nticks;
+};
+
+/* Between open and load: the BPF constants (min_ns 0 leaves long polls off). */
+void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const struct target *t,
+			  uint64_t min_ns);
+/* Creates long_polls.jsonl when long polls are on; 0 or a negative errno. */
+int long_polls_open(struct long_polls *lp, const struct out_dir *d);
+/* Checks the learning counts (at most every 100 ms) and sets the word once settled. */
+void long_polls_learn(struct long_polls *lp, struct sampler_bpf *skel, uint64_t now_ns);
+/* One D9_REC_LONG_POLL record: symbolized and written. */
+int long_polls_handle(struct long_polls *lp, struct collector *c, const void *data, size_t size);
+/* After worker_tls_resolve(): the clock ticks that find polls held on the CPU, through the
+ * scheduler context it found (one line on stderr when they cannot run). */
+void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
+			    const struct worker_tls *wt);
+void long_polls_stop_ticks(struct long_polls *lp);
+/* Commits the file; 0 or a negative errno. */
+int long_polls_finish(struct long_polls *lp);
+/* metadata.json's "long_polls" value. */
+void long_polls_write_json(FILE *f, const struct long_polls *lp);
+
+/* The word that holds the id in at least 90% of obs observations, no other word doing so;
+ * -1 when none or several. counts has D9_LP_LEARN_SLOTS entries (dial9_bpf.h). */
+int long_polls_pick_word(const uint64_t *counts, uint64_t obs, bool *tagged);
+
+#endif
