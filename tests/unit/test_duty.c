@@ -134,6 +134,9 @@ static void test_sparse(void **state)
 	e.windows = 1;
 	e.windows_ns = 1e6;
 	duty_observe(&s, &e, limits.budget);
+	/* Not before a few windows have been priced. */
+	assert_true(duty_sparse(&s, &limits, &d) == 1.0 && d == 0.0005);
+	s.windows_seen = 4;
 	/* 0.4 ms per armed ms; 8 ms fixed a window (7 + 1): a gate of 20 ms (duty 0.02) costs as
 	 * much, 16 ms a window in all, against the 10 ms budget less 2 ms of other CPU and a
 	 * quarter of the 0.4 ms overspent. */

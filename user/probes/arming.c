@@ -659,10 +659,23 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 	    epoch, a->epoch_share * a->duty, a->epoch_share, nwin, gate_ns, overhead, by_samples};
 }
 
-/* The counters at the start of an epoch: the next one's figures are differences from them. */
+/* The counters at the start of an epoch: the next one's figures are differences from them.
+ * side: run time of the programs that do not hang on the probes (long polls' clock tick and
+ * scheduler switch), from the kernel's BPF statistics. */
 struct reading {
-	uint64_t at, hits, gate_hits, xol, elig, capture, cpu, tool;
+	uint64_t at, hits, gate_hits, xol, elig, capture, cpu, tool, side;
 };
+
+static uint64_t prog_run_ns(const struct bpf_program *p)
+{
+	struct bpf_prog_info info = {};
+	uint32_t len = sizeof(info);
+	int fd = bpf_program__fd(p);
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		return 0;
+	return info.run_time_ns;
+}
 
 static void read_counters(struct arming *a, struct reading *r)
 {
@@ -674,6 +687,7 @@ static void read_counters(struct arming *a, struct reading *r)
 	r->capture = counter(a, D9_CNT_CAPTURE_NS);
 	r->cpu = target_cpu_ns(a->t->pid);
 	r->tool = process_cpu_ns();
+	r->side = prog_run_ns(a->skel->progs.lp_tick) + prog_run_ns(a->skel->progs.lp_switch);
 }
 
 static struct duty_limits duty_limits_of(const struct arming *a)
@@ -697,15 +711,16 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 {
 	uint64_t hits = r1->hits - r0->hits, gated = r1->gate_hits - r0->gate_hits;
 	double capture = r1->capture >= r0->capture ? (double)(r1->capture - r0->capture) : 0;
-	double probe_ns = probe_cpu(a, hits, r1->xol - r0->xol, (uint64_t)capture);
-	double in_gate = hits ? (probe_ns - capture) * (double)gated / (double)hits : 0;
+	double side = r1->side >= r0->side ? (double)(r1->side - r0->side) : 0;
+	double probe_ns = probe_cpu(a, hits, r1->xol - r0->xol, (uint64_t)capture) + side;
+	double in_gate = hits ? (probe_ns - side - capture) * (double)gated / (double)hits : 0;
 	double tool_ns = (double)(r1->tool - r0->tool), own_ns, duty, need, own_s;
 	struct duty_limits l = duty_limits_of(a);
 	struct duty_epoch e = {
 	    .wall_ns = (double)(r1->at - r0->at),
 	    .armed_ns = (double)armed_ns,
 	    .probe_ns = in_gate + capture,
-	    .fixed_ns = probe_ns - in_gate - capture,
+	    .fixed_ns = probe_ns - side - in_gate - capture,
 	    .hits = gated,
 	    .tool_other_ns = tool_ns - nwin * a->window_cpu_ns,
 	    .windows_ns = nwin * a->window_cpu_ns,
@@ -714,9 +729,15 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 
 	own_ns = (double)(r1->cpu - r0->cpu) - probe_ns;
 	e.own_ns = own_ns > 0 ? own_ns : 0;
-	/* The first epoch's tool CPU includes the run's start-up, done once. */
+	/* The first epoch's tool CPU includes the run's start-up, done once; its window put in
+	 * every armed probe (none is kept yet), and the hits on those put in first while the rest
+	 * went in say little of later windows. */
 	if (e.tool_other_ns < 0 || !a->plan.seeded)
 		e.tool_other_ns = 0;
+	if (!a->plan.seeded)
+		e.fixed_ns = 0;
+	/* Long polls' programs cost every second, windows or not, as the tool's own CPU does. */
+	e.tool_other_ns += side;
 	/* Nothing armed yet (the thread's first pass): nothing to price. */
 	if (armed_ns || e.wall_ns > (double)NSEC / 2)
 		duty_observe(&a->plan, &e, a->budget);

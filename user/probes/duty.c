@@ -13,6 +13,7 @@
  * is still owed an epoch later: overspending is paid back over a few seconds. */
 #define DEBT_GAIN 0.25
 #define DEBT_DECAY 0.7
+#define DUTY_SPARSE_AFTER 4
 
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget)
 {
@@ -29,6 +30,7 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->fixed = k * s->fixed + e->fixed_ns;
 	s->hits = k * s->hits + (double)e->hits;
 	s->windows = k * s->windows + (double)e->windows;
+	s->windows_seen += e->windows;
 	s->debt = DEBT_DECAY * s->debt + spent - budget * e->own_ns;
 	s->seeded = true;
 }
@@ -93,7 +95,8 @@ double duty_sparse(const struct duty_state *s, const struct duty_limits *l, doub
 {
 	double cost, per_win, gate, avail, q;
 
-	if (!s->seeded || s->armed <= 0 || s->windows <= 0 || *duty >= 1.0)
+	/* Until a few windows have priced their fixed part, every epoch has windows. */
+	if (!s->seeded || s->armed <= 0 || s->windows_seen < DUTY_SPARSE_AFTER || *duty >= 1.0)
 		return 1.0;
 	cost = s->probe / (s->armed / NSEC);
 	per_win = l->window_cpu_ns + s->fixed / s->windows;
