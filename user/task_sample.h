@@ -52,8 +52,8 @@ struct task_sample {
 	 * probes were detached, see arming.h): idle_start_ns is then 0 and weight_idle_ns 0. */
 	bool idle_known;
 	bool capped;
-	const char *outcome;	/* "pending", "complete", "unknown" */
-	const char *future;	/* the task's future type (task_types.h), NULL when unknown */
+	const char *outcome; /* "pending", "complete", "unknown" */
+	const char *future;  /* the task's future type (task_types.h), NULL when unknown */
 	/* The armed window it was selected in (from 1): samples of one window share its random
 	 * placement, so estimates' variance is taken over windows, not samples. 0: always armed
 	 * (then every sample is drawn on its own). */
@@ -74,7 +74,7 @@ struct task_sample {
 	uint64_t weight_count;
 	uint64_t weight_idle_ns;
 	size_t nframes;
-	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
+	const struct task_frame *frames; /* leaf first, inlined calls expanded */
 	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */
 };
 
