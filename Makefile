@@ -99,8 +99,20 @@ $(BUILD)/parktruth-nofp: $(PARKTRUTH_SRCS) | $(BUILD)
 		$(CARGO) build --release --offline -q
 	cp $(BUILD)/parktruth-target-nofp/release/dial9-parktruth $@
 
+# What a user gets from a plain `cargo build --release`: no debug info (the profile's debug = 1
+# overridden), legacy mangling, no frame pointers; and that build stripped, its symbols in a
+# separate debug file (tests/e2e/test_names.py installs it in a build-id tree).
+$(BUILD)/demo-plain: $(DEMO_SRCS) | $(BUILD)
+	cd tools/demo && CARGO_TARGET_DIR=$(CURDIR)/$(BUILD)/demo-target-plain \
+		CARGO_PROFILE_RELEASE_DEBUG=0 $(CARGO) build --release --offline -q
+	cp $(BUILD)/demo-target-plain/release/dial9-demo $@
+
+$(BUILD)/demo-plain-stripped: $(BUILD)/demo-plain
+	objcopy --only-keep-debug $< $@.debug
+	strip --strip-all -o $@ $<
+
 demo-bin: $(BUILD)/demo-fp $(BUILD)/demo-nofp $(BUILD)/parktruth-fp $(BUILD)/parktruth-nofp \
-	  $(BUILD)/flavours
+	  $(BUILD)/flavours $(BUILD)/demo-plain-stripped
 
 # Runtime flavours (current_thread, two runtimes, LocalSet, spawn_blocking): one binary, with
 # frame pointers and the default (legacy) symbol mangling, whose names say nothing of task types.

@@ -78,6 +78,18 @@ def inlined_async_fns_are_frames():
 
 
 @test
+def fp_mode_expands_inlined_calls_too():
+    """Frame pointers give one frame per physical call; the calls inlined at each return
+    address come from DWARF as in dwarf mode (same code, one cache). This build keeps no frame
+    pointers, so fp chains are ~3 frames and only some reach an address with inlined calls."""
+    fp, meta, _ = run("fp")
+    assert meta["unwind"]["mode"] == "fp"
+    any_inl = sum(1 for s in fp if any(f.get("inlined") for f in s["stack"]))
+    assert any_inl >= 0.25 * len(fp), f"inlined frames in {any_inl}/{len(fp)} fp samples"
+    return f"{any_inl}/{len(fp)} fp samples have inlined frames"
+
+
+@test
 def fp_mode_visibly_loses_frames():
     dw, _, _ = run("dwarf")
     fp, meta, _ = run("fp")

@@ -126,14 +126,19 @@ def script_symbolizes_demo_fns_per_worker():
         assert r["meta"].get("worker") == str(s["worker"]), r["meta"]
         assert r["meta"].get("epoch") == str(s["epoch"]), r["meta"]
         assert r["period"] == s["weight_count"]
-        # perf's chain holds the physical frames; samples.jsonl adds the calls inlined there.
+        # perf's chain holds the physical frames (samples.jsonl adds the calls inlined
+        # there), then the task root, which perf names from perf-tasks.elf.
         phys = [f for f in s["stack"] if not f.get("inlined")]
-        assert len(r["frames"]) == len(phys)
+        assert s["future"], f"no future at {r['time_ns']}"
+        root = r["frames"][-1]
+        assert root[1] == f"task: {s['future']}+0x1", f"root {root} vs future {s['future']}"
+        assert root[2] == os.path.join(out, "perf-tasks.elf"), root
+        chain = r["frames"][:-1]
+        assert len(chain) == len(phys)
         # perf prints addresses relative to the module: one load bias for the whole binary.
-        biases |= {int(f["addr"], 16) - pf[0] for f, pf in zip(phys, r["frames"])
-                   if pf[2] == exe}
+        biases |= {int(f["addr"], 16) - pf[0] for f, pf in zip(phys, chain) if pf[2] == exe}
         want = demo_fns(f["name"] for f in phys)
-        got = demo_fns(f[1] for f in r["frames"])
+        got = demo_fns(f[1] for f in chain)
         assert got == want, f"perf {got} vs jsonl {want} at {r['time_ns']}"
         named += bool(got)
     assert len(biases) == 1, f"demo frames at inconsistent addresses: {biases}"
@@ -168,6 +173,47 @@ def report_totals_equal_jsonl_weights():
         got[int(m[1])] = p
     assert got == per_worker, f"perf per worker {got} vs jsonl {per_worker}"
     return f"task-sample {want_count}, task-idle-ns {want_idle} over {len(samples)} samples"
+
+
+@test
+def report_groups_by_task_root():
+    """perf report's callers view starts at the task root: one "task: FUTURE" symbol per task
+    type, the weights of its samples."""
+    out, samples, _, _ = recording()
+    rows = report_totals(os.path.join(out, "perf.data"), "sym")["task-sample"][2]
+    want = {}
+    for s in samples:
+        key = f"[.] task: {s['future']}"
+        want[key] = want.get(key, 0) + s["weight_count"]
+    out = perf("report", "-i", os.path.join(out, "perf.data"), "--stdio", "--children",
+               "-g", "none", "--sort", "sym", "--percent-limit", "0")
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s+([\d.]+)%\s+[\d.]+%\s+(\[\.\] task: .*?)\s*$", line)
+        if m and "task-idle-ns" not in out.split(line)[0].rsplit("# Samples", 1)[-1]:
+            got[m[2]] = float(m[1])
+    assert set(got) == set(want), f"perf report roots {sorted(got)} vs jsonl {sorted(want)}"
+    total = sum(want.values())
+    for k, w in want.items():
+        assert abs(got[k] - 100.0 * w / total) < 0.02, (k, got[k], 100.0 * w / total)
+    assert not any(k.startswith("[.] task: ") for k in rows), "task roots as leaves"
+    return f"{len(got)} task roots, their children % as in samples.jsonl"
+
+
+@test
+def no_task_root_leaves_it_out():
+    dm, _ = demo()
+    out = tmpdir("d9perf-noroot-")
+    rc, _, err = run_tool("--pid", dm.pid, "--duration", 2, "--output", out, "--format",
+                          "jsonl,perf", "--no-task-root", timeout=60)
+    assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+    samples = read_samples(out)
+    recs = [r for r in script(os.path.join(out, "perf.data")) if r["event"] == "task-sample"]
+    assert recs and len(recs) == len(samples), (len(recs), len(samples))
+    roots = [r for r in recs if any(f[1].startswith("task: ") for f in r["frames"])]
+    assert not roots, roots[0]
+    assert "perf-tasks.elf" not in os.listdir(out), os.listdir(out)
+    return f"{len(recs)} samples, no task root"
 
 
 @test

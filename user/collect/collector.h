@@ -74,7 +74,7 @@ struct collector {
 	struct writer *writers;
 	size_t nwriters;
 	struct symbolizer *sym;
-	struct unwinder *unw; /* set for --unwind dwarf */
+	struct unwinder *unw; /* DWARF: unwinds raw stacks (--unwind dwarf), names inlined calls */
 	uint64_t unwind_stops[UNWIND_STATS];
 	uint64_t samples_dwarf, frames_fp, frames_dwarf;
 	open_epoch_fn open_epoch;

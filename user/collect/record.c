@@ -422,20 +422,23 @@ static int setup_collector(struct record *r)
 	col->types = &r->types;
 	col->task_root = !o->no_task_root;
 	col->long_polls = &r->lp;
-	if (o->unwind == D9_UNWIND_DWARF) {
-		col->unw = unwinder_new(o->pid);
-		if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
-			const uint8_t *id;
-			size_t len = elf_file_build_id(r->t->elf, &id);
+	/* In fp mode too: DWARF names the calls inlined at each return address. */
+	col->unw = unwinder_new(o->pid);
+	if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
+		const uint8_t *id;
+		size_t len = elf_file_build_id(r->t->elf, &id);
 
-			unwinder_set_debug_file(col->unw, r->t->symbols.path, id, len);
-		}
-		if (!col->unw)
-			fprintf(stderr,
-				"dial9-bpf: failed to set up DWARF unwinding: %s: stacks fall "
-				"back to frame pointers\n",
-				strerror(errno));
+		unwinder_set_debug_file(col->unw, r->t->symbols.path, id, len);
 	}
+	/* Before sampling, so the windows do not pay for decompressing the DWARF. */
+	unwinder_load_debuginfo(col->unw);
+	if (!col->unw)
+		fprintf(stderr,
+			"dial9-bpf: failed to read the target's modules for DWARF: %s: %s\n",
+			strerror(errno),
+			o->unwind == D9_UNWIND_DWARF
+			    ? "stacks fall back to frame pointers, inlined calls go unnamed"
+			    : "inlined calls go unnamed");
 	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), on_record, &r->slice, NULL);
 	if (!r->rb) {
 		fprintf(stderr, "dial9-bpf: failed to create ring buffer: %s\n", strerror(errno));

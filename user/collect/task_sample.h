@@ -76,7 +76,7 @@ struct task_sample {
 	uint64_t weight_count;
 	uint64_t weight_idle_ns;
 	size_t nframes;
-	const struct task_frame *frames; /* leaf first, inlined calls expanded in dwarf mode */
+	const struct task_frame *frames; /* leaf first, inlined calls expanded */
 	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */
 };
 

@@ -29,6 +29,11 @@
  * the samples that had a raw stack, which in dwarf mode is normally all of them: compare the events
  * per (tid, time), never add them up.
  *
+ * Task roots. A sample's "task: FUTURE" root frame (absent with --no-task-root) ends its chain
+ * at an address that perf_task_dso.h gives each distinct name; finish() writes the ELF file
+ * naming those addresses and the MMAP2 record mapping it (perf reads symbols only from files).
+ * task-sample-raw has none: perf unwinds it itself.
+ *
  * Metadata. Each sample carries PERF_SAMPLE_RAW with a NUL-terminated text such as
  * "worker=0 task_id=12 p=0.0123 epoch=... idle_ns=... capped=0 outcome=pending park=leaf",
  * which perf script prints as a "BPF string" (the events are SOFTWARE/BPF_OUTPUT for that
@@ -62,6 +67,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "perf_format.h"
+#include "perf_task_dso.h"
 #include "proc_maps.h"
 #include "symbolize.h"
 #include "target.h"
@@ -111,6 +117,7 @@ struct perf_writer {
 	} comm_cache[COMM_CACHE];
 	uint64_t nsamples, first_time, last_time;
 	bool have_raw; /* a task-sample-raw record was written: the file declares the event */
+	struct perf_task_dso tasks; /* the "task: FUTURE" root frames' names, by address */
 	uint8_t rec[MAX_RECORD];
 };
 
@@ -386,16 +393,20 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 	uint64_t cgroup =
 	    s->worker >= 0 ? D9_PERF_CGROUP_WORKER(s->worker) : D9_PERF_CGROUP_NO_WORKER;
 	size_t fixed = sizeof(struct perf_event_header) + 8 * 8 + 4 + raw_size + 8;
-	size_t nframes = 0; /* physical frames: perf expands inlined calls itself */
-	uint64_t leaf = 0;
+	/* Physical frames (perf expands inlined calls itself), then the task root. */
+	uint64_t addrs[MAX_RECORD / 8];
+	size_t nframes = 0;
 
 	if (pw->err)
 		return pw->err;
-	for (size_t i = 0; i < s->nframes; i++) {
-		if (s->frames[i].inlined || s->frames[i].task_root)
+	for (size_t i = 0; i < s->nframes && nframes < MAX_RECORD / 8; i++) {
+		if (s->frames[i].task_root)
+			addrs[nframes] = perf_task_dso_addr(&pw->tasks, s->frames[i].name);
+		else if (!s->frames[i].inlined)
+			addrs[nframes] = s->frames[i].addr;
+		else
 			continue;
-		if (!nframes++)
-			leaf = s->frames[i].addr;
+		nframes += addrs[nframes] != 0 || !s->frames[i].task_root;
 	}
 	/* A record is < 64 KiB: keep the leaf end of an absurdly deep chain. */
 	if (fixed + (nframes + 1) * 8 > MAX_RECORD)
@@ -423,7 +434,7 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 		if (dump && !s->raw)
 			break;
 		put_u64(&r, D9_PERF_EVENT_ID(ev));
-		put_u64(&r, dump ? s->raw->ip : n ? leaf : 0);
+		put_u64(&r, dump ? s->raw->ip : n ? addrs[0] : 0);
 		put_u32x2(&r, s->pid, s->tid);
 		put_u64(&r, s->timestamp_ns);
 		put_u32x2(&r, 0, 0);
@@ -432,12 +443,7 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 		put_u64(&r, n ? n + 1 : 0);
 		if (n)
 			put_u64(&r, PERF_CONTEXT_USER);
-		for (size_t i = 0, k = 0; i < s->nframes && k < n; i++) {
-			if (!s->frames[i].inlined && !s->frames[i].task_root) {
-				put_u64(&r, s->frames[i].addr);
-				k++;
-			}
-		}
+		put(&r, addrs, n * sizeof(*addrs));
 		put(&r, &raw_size, sizeof(raw_size));
 		memset(r.buf + r.len, 0, raw_size);
 		memcpy(r.buf + r.len, raw, raw_len);
@@ -505,6 +511,52 @@ static void write_mmaps(struct perf_writer *pw, const struct run_context *rc)
 		put_id_trailer(&r, pw->pid, pw->pid, 0);
 		emit(pw, &r, PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER);
 	}
+}
+
+/* The file naming the task root frames, and the MMAP2 record that maps it at their addresses:
+ * by its absolute path, which perf opens to read the names. */
+static void write_task_dso(struct perf_writer *pw)
+{
+	struct out_file f;
+	char link[64], path[PATH_MAX];
+	ssize_t len;
+	struct rec r;
+	int err;
+
+	if (!pw->tasks.n || !pw->pid)
+		return;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", pw->out.dir->fd);
+	len = readlink(link, path, sizeof(path) - sizeof(PERF_TASK_DSO_FILE) - 1);
+	if (len <= 0) {
+		fprintf(stderr,
+			"dial9-bpf: failed to resolve %s: %s: perf.data has no task roots\n",
+			pw->out.dir->path, strerror(errno));
+		return;
+	}
+	snprintf(path + len, sizeof(path) - (size_t)len, "/%s", PERF_TASK_DSO_FILE);
+	err = out_file_create(&f, pw->out.dir, PERF_TASK_DSO_FILE, false);
+	if (!err && (err = perf_task_dso_write(&pw->tasks, f.f)))
+		out_file_discard(&f);
+	else if (!err)
+		err = out_file_commit(&f);
+	if (err) {
+		fprintf(stderr,
+			"dial9-bpf: failed to write %s/%s: %s: perf.data has no task roots\n",
+			pw->out.dir->path, PERF_TASK_DSO_FILE, strerror(-err));
+		return;
+	}
+	r = rec_start(pw);
+	put_u32x2(&r, pw->pid, pw->pid);
+	put_u64(&r, PERF_TASK_DSO_START);
+	put_u64(&r, perf_task_dso_map_len(&pw->tasks));
+	put_u64(&r, PERF_TASK_DSO_PGOFF);
+	put_u32x2(&r, 0, 0); /* no device or inode: perf goes by the path */
+	put_u64(&r, 0);
+	put_u64(&r, 0);
+	put_u32x2(&r, PROT_READ | PROT_EXEC, MAP_PRIVATE);
+	put_str8(&r, path, 4095);
+	put_id_trailer(&r, pw->pid, pw->pid, 0);
+	emit(pw, &r, PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER);
 }
 
 /* "/worker-N/<comm>": the worker to group by, and the real name of the first thread that ran
@@ -750,6 +802,7 @@ static int perf_finish(struct writer *w, const struct run_context *rc)
 	if (!pw->err) {
 		write_comms(pw, rc);
 		write_mmaps(pw, rc);
+		write_task_dso(pw);
 		write_cgroups(pw, rc);
 		/* perf takes an empty data section for a crashed perf record: give it a no-op. */
 		if ((uint64_t)ftello(pw->out.f) == pw->data_offset) {
@@ -784,6 +837,7 @@ static int perf_finish(struct writer *w, const struct run_context *rc)
 	} else {
 		err = out_file_commit(&pw->out);
 	}
+	perf_task_dso_free(&pw->tasks);
 	free(pw->worker_tid);
 	free(pw);
 	w->priv = NULL;
@@ -795,6 +849,7 @@ static void perf_abort(struct writer *w)
 	struct perf_writer *pw = w->priv;
 
 	out_file_discard(&pw->out);
+	perf_task_dso_free(&pw->tasks);
 	free(pw->worker_tid);
 	free(pw);
 	w->priv = NULL;

@@ -12,11 +12,10 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
-#include "demangle.h"
+#include "inline_names.h"
 #include "proc_maps.h"
 #include "unwind_dwarf.h"
 #include "util_clock.h"
-#include "util_hash.h"
 
 /* x86-64 DWARF register numbers (psABI figure 3.36). */
 #define DWARF_REG_RBP 6
@@ -39,29 +38,6 @@ struct module_rec {
 	Dwfl_Module *mod; /* NULL: not ELF or unreadable, remembered so it is not retried */
 };
 
-struct pc_slot {
-	uint64_t pc;	/* the looked-up address (pc - 1 for return addresses) */
-	uint32_t first; /* index into frames */
-	uint32_t n;	/* frames at pc; UINT32_MAX marks an empty slot */
-};
-
-/* One address range of a function defined in a CU. */
-struct cu_func {
-	uint64_t lo, hi; /* [lo, hi), DWARF addresses */
-	Dwarf_Die die;
-};
-
-/*
- * The functions of one CU sorted by address, built on the first lookup in it, so each later
- * lookup walks one function's DIEs rather than the whole CU.
- */
-struct cu_index {
-	Dwfl_Module *mod; /* NULL: empty slot */
-	Dwarf_Off off;	  /* of the CU DIE */
-	struct cu_func *funcs;
-	size_t n;
-};
-
 struct unwinder {
 	int pid;
 	Dwfl *dwfl;
@@ -82,17 +58,8 @@ struct unwinder {
 	/* What the memory reads of the frame being unwound ran into. */
 	bool step_truncated, step_bad;
 
-	/* Interned names: open addressing, NULL = empty. */
-	char **names;
-	size_t names_cap, names_n;
-	/* pc -> inline frames cache; cleared when the modules change. */
-	struct pc_slot *slots;
-	size_t slots_cap, slots_n;
-	struct inline_frame *frames;
-	size_t frames_n, frames_cap;
-	/* CU indexes, open addressing; they hold DIEs, so are dropped with the Dwfl. */
-	struct cu_index *cus;
-	size_t cus_cap, cus_n;
+	/* Inlined calls by (module, pc), shared by both unwinding modes; reset with the Dwfl. */
+	struct inline_names *inl;
 	/* A stripped module's separate debug file (unwinder_set_debug_file), by build id. */
 	char *debug_path;
 	uint8_t debug_id[20];
@@ -385,24 +352,6 @@ static int report_mapping(struct unwinder *u, Dwfl *dwfl, const struct proc_map 
 	return 0;
 }
 
-static void cu_indexes_free(struct unwinder *u)
-{
-	for (size_t i = 0; i < u->cus_cap; i++)
-		free(u->cus[i].funcs);
-	free(u->cus);
-	u->cus = NULL;
-	u->cus_cap = 0;
-	u->cus_n = 0;
-}
-
-static void pc_cache_clear(struct unwinder *u)
-{
-	for (size_t i = 0; i < u->slots_cap; i++)
-		u->slots[i].n = UINT32_MAX;
-	u->slots_n = 0;
-	u->frames_n = 0;
-}
-
 /*
  * Brings the modules in line with the maps. New executable mappings are added to the current
  * Dwfl, keeping everything parsed so far; a module that went away or moved means a new Dwfl
@@ -486,14 +435,14 @@ static int refresh(struct unwinder *u, bool force, bool *changed)
 			err = -EINVAL;
 			goto out;
 		}
-		cu_indexes_free(u);
+		inline_names_forget_modules(u->inl);
 		dwfl_end(u->dwfl);
 		u->dwfl = dwfl;
 		u->generation++;
 	}
+	/* The inline cache is keyed by module: modules added beside the known ones leave it valid.
+	 */
 	*changed = rebuild || added;
-	if (*changed)
-		pc_cache_clear(u);
 	free(u->mods);
 	u->mods = recs;
 	u->nmods = nrecs;
@@ -535,6 +484,12 @@ struct unwinder *unwinder_new(int pid)
 		return NULL;
 	}
 	u->pid = pid;
+	u->inl = inline_names_new();
+	if (!u->inl) {
+		free(u);
+		errno = ENOMEM;
+		return NULL;
+	}
 	memcpy(u->arch_ehdr.e_ident, ELFMAG, SELFMAG);
 	u->arch_ehdr.e_ident[EI_CLASS] = ELFCLASS64;
 	u->arch_ehdr.e_ident[EI_DATA] = ELFDATA2LSB;
@@ -549,6 +504,7 @@ struct unwinder *unwinder_new(int pid)
 	 */
 	u->arch_elf = elf_memory((char *)&u->arch_ehdr, sizeof(u->arch_ehdr));
 	if (!u->arch_elf) {
+		inline_names_free(u->inl);
 		free(u);
 		errno = ENOMEM;
 		return NULL;
@@ -566,17 +522,12 @@ void unwinder_free(struct unwinder *u)
 {
 	if (!u)
 		return;
-	cu_indexes_free(u);
+	inline_names_free(u->inl);
 	if (u->dwfl)
 		dwfl_end(u->dwfl);
 	elf_end(u->arch_elf);
 	free(u->mods);
 	proc_maps_free(u->maps, u->nmaps);
-	for (size_t i = 0; i < u->names_cap; i++)
-		free(u->names[i]);
-	free(u->names);
-	free(u->slots);
-	free(u->frames);
 	free(u->debug_path);
 	free(u);
 }
@@ -776,417 +727,23 @@ const char *unwind_stop_name(enum unwind_stop stop)
 	return "unknown";
 }
 
-/* ---- Inline frames ---- */
+/* ---- Inline frames: the module of the pc, then inline_names ---- */
 
-/* Takes ownership of s; returns the interned copy, or NULL (s freed) on ENOMEM. */
-static const char *intern(struct unwinder *u, char *s)
+int unwinder_load_debuginfo(struct unwinder *u)
 {
-	size_t mask, i;
-
-	if ((u->names_n + 1) * 2 > u->names_cap) {
-		size_t cap = u->names_cap ? u->names_cap * 2 : 256;
-		char **names = calloc(cap, sizeof(*names));
-
-		if (!names) {
-			free(s);
-			return NULL;
-		}
-		for (size_t j = 0; j < u->names_cap; j++) {
-			if (!u->names[j])
-				continue;
-			for (i = hash_bytes(u->names[j], strlen(u->names[j])) & (cap - 1); names[i];
-			     i = (i + 1) & (cap - 1))
-				;
-			names[i] = u->names[j];
-		}
-		free(u->names);
-		u->names = names;
-		u->names_cap = cap;
-	}
-	mask = u->names_cap - 1;
-	for (i = hash_bytes(s, strlen(s)) & mask; u->names[i]; i = (i + 1) & mask) {
-		if (strcmp(u->names[i], s) == 0) {
-			free(s);
-			return u->names[i];
-		}
-	}
-	u->names[i] = s;
-	u->names_n++;
-	return s;
-}
-
-static struct pc_slot *slot_find(struct unwinder *u, uint64_t pc)
-{
-	size_t mask = u->slots_cap - 1;
-
-	if (!u->slots_cap)
-		return NULL;
-	for (size_t i = mix64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
-		if (u->slots[i].pc == pc)
-			return &u->slots[i];
-	return NULL;
-}
-
-static int slot_add(struct unwinder *u, uint64_t pc, uint32_t first, uint32_t n)
-{
-	size_t mask, i;
-
-	if ((u->slots_n + 1) * 2 > u->slots_cap) {
-		size_t cap = u->slots_cap ? u->slots_cap * 2 : 1024;
-		struct pc_slot *slots = malloc(cap * sizeof(*slots));
-
-		if (!slots)
-			return -ENOMEM;
-		for (size_t j = 0; j < cap; j++)
-			slots[j].n = UINT32_MAX;
-		for (size_t j = 0; j < u->slots_cap; j++) {
-			if (u->slots[j].n == UINT32_MAX)
-				continue;
-			for (i = mix64(u->slots[j].pc) & (cap - 1); slots[i].n != UINT32_MAX;
-			     i = (i + 1) & (cap - 1))
-				;
-			slots[i] = u->slots[j];
-		}
-		free(u->slots);
-		u->slots = slots;
-		u->slots_cap = cap;
-	}
-	mask = u->slots_cap - 1;
-	for (i = mix64(pc) & mask; u->slots[i].n != UINT32_MAX; i = (i + 1) & mask)
-		;
-	u->slots[i] = (struct pc_slot){.pc = pc, .first = first, .n = n};
-	u->slots_n++;
-	return 0;
-}
-
-static int push_frame(struct unwinder *u, const char *name, bool inlined)
-{
-	if (u->frames_n == u->frames_cap) {
-		size_t cap = u->frames_cap ? u->frames_cap * 2 : 256;
-		struct inline_frame *f = realloc(u->frames, cap * sizeof(*f));
-
-		if (!f)
-			return -ENOMEM;
-		u->frames = f;
-		u->frames_cap = cap;
-	}
-	u->frames[u->frames_n++] = (struct inline_frame){.name = name, .inlined = inlined};
-	return 0;
-}
-
-static bool is_c_family(Dwarf_Die *die)
-{
-	Dwarf_Die cu;
-
-	switch (dwarf_diecu(die, &cu, NULL, NULL) ? dwarf_srclang(&cu) : -1) {
-	case DW_LANG_C89:
-	case DW_LANG_C:
-	case DW_LANG_C99:
-	case DW_LANG_C11:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * "a::b::name" from the namespaces, types and functions enclosing the declaration of die, for
- * DWARF without linkage names (line-tables-only builds).
- */
-static char *qualified_name(Dwarf_Die *die, const char *name)
-{
-	Dwarf_Die decl = *die, *scopes = NULL;
-	Dwarf_Attribute attr;
-	size_t len = strlen(name) + 1;
-	char *out;
-	int n;
-
-	/* The declaration sits in the namespace; instances and definitions point to it. */
-	for (int hops = 0; hops < 8; hops++) {
-		Dwarf_Die next;
-
-		if (!dwarf_attr(&decl, DW_AT_abstract_origin, &attr) &&
-		    !dwarf_attr(&decl, DW_AT_specification, &attr))
-			break;
-		if (!dwarf_formref_die(&attr, &next))
-			break;
-		decl = next;
-	}
-	if (is_c_family(&decl))
-		return strdup(name);
-	n = dwarf_getscopes_die(&decl, &scopes);
-	for (int i = n - 1; i >= 1; i--) {
-		const char *s = dwarf_diename(&scopes[i]);
-
-		switch (dwarf_tag(&scopes[i])) {
-		case DW_TAG_namespace:
-		case DW_TAG_structure_type:
-		case DW_TAG_class_type:
-		case DW_TAG_union_type:
-		case DW_TAG_enumeration_type:
-		case DW_TAG_subprogram:
-			if (s)
-				len += strlen(s) + 2;
-			break;
-		default:
-			break;
-		}
-	}
-	out = malloc(len);
-	if (!out) {
-		free(scopes);
-		return NULL;
-	}
-	out[0] = '\0';
-	for (int i = n - 1; i >= 1; i--) {
-		const char *s = dwarf_diename(&scopes[i]);
-		int tag = dwarf_tag(&scopes[i]);
-
-		if (s && (tag == DW_TAG_namespace || tag == DW_TAG_structure_type ||
-			  tag == DW_TAG_class_type || tag == DW_TAG_union_type ||
-			  tag == DW_TAG_enumeration_type || tag == DW_TAG_subprogram)) {
-			strcat(out, s);
-			strcat(out, "::");
-		}
-	}
-	strcat(out, name);
-	free(scopes);
-	return out;
-}
-
-/* The demangled name of a subprogram or inlined subroutine, or NULL if it has none. */
-static const char *die_function_name(struct unwinder *u, Dwarf_Die *die)
-{
-	Dwarf_Attribute attr;
-	const char *s;
-	char *name;
-
-	s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-	if (!s)
-		s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-	if (s) {
-		name = demangle(s);
-	} else {
-		s = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
-		if (!s)
-			return NULL;
-		name = qualified_name(die, s);
-	}
-	return name ? intern(u, name) : NULL;
-}
-
-#define SCOPE_DEPTH_MAX 64
-
-/* The chain of functions containing a pc, outermost first. */
-struct scope_path {
-	Dwarf_Die dies[SCOPE_DEPTH_MAX];
-	int n;
-};
-
-/*
- * Finds the inlined subroutines and lexical blocks under parent (a function) that contain pc,
- * recording the inlined calls. dwarf_getscopes() would do the whole search, but it does not
- * look inside DIEs without addresses, and Rust (LLVM) nests function definitions in
- * DW_TAG_namespace ones; it also walks the whole CU on every lookup.
- * Returns whether pc was found.
- */
-static bool find_pc(Dwarf_Die *parent, Dwarf_Addr pc, struct scope_path *p, int depth)
-{
-	Dwarf_Die child;
-
-	if (depth >= SCOPE_DEPTH_MAX || dwarf_child(parent, &child) != 0)
-		return false;
-	do {
-		switch (dwarf_tag(&child)) {
-		case DW_TAG_subprogram:
-		case DW_TAG_inlined_subroutine:
-		case DW_TAG_lexical_block:
-			if (dwarf_haspc(&child, pc) <= 0)
-				break;
-			if (dwarf_tag(&child) != DW_TAG_lexical_block && p->n < SCOPE_DEPTH_MAX)
-				p->dies[p->n++] = child;
-			find_pc(&child, pc, p, depth + 1);
-			return true;
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-			if (find_pc(&child, pc, p, depth + 1))
-				return true;
-			break;
-		default:
-			break;
-		}
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return false;
-}
-
-static int cu_func_cmp(const void *a, const void *b)
-{
-	const struct cu_func *x = a, *y = b;
-
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-/* Collects the address ranges of the function definitions under parent. */
-static int index_scope(struct cu_index *ci, size_t *cap, Dwarf_Die *parent, int depth)
-{
-	Dwarf_Die child;
-	int err = 0;
-
-	if (depth >= SCOPE_DEPTH_MAX || dwarf_child(parent, &child) != 0)
-		return 0;
-	do {
-		switch (dwarf_tag(&child)) {
-		case DW_TAG_subprogram: {
-			Dwarf_Addr base, lo, hi;
-			ptrdiff_t off = 0;
-
-			while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
-				/* Functions the linker dropped keep their DWARF at address 0. */
-				if (lo == 0 || lo >= hi)
-					continue;
-				if (ci->n == *cap) {
-					size_t ncap = *cap ? *cap * 2 : 64;
-					struct cu_func *f = realloc(ci->funcs, ncap * sizeof(*f));
-
-					if (!f)
-						return -ENOMEM;
-					ci->funcs = f;
-					*cap = ncap;
-				}
-				ci->funcs[ci->n++] =
-				    (struct cu_func){.lo = lo, .hi = hi, .die = child};
-			}
-			break;
-		}
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-			err = index_scope(ci, cap, &child, depth + 1);
-			break;
-		default:
-			break;
-		}
-	} while (!err && dwarf_siblingof(&child, &child) == 0);
-	return err;
-}
-
-/* The index of cu in mod, built on first use; NULL on ENOMEM. */
-static struct cu_index *cu_index_get(struct unwinder *u, Dwfl_Module *mod, Dwarf_Die *cu)
-{
-	Dwarf_Off off = dwarf_dieoffset(cu);
-	uint64_t h = mix64((uint64_t)(uintptr_t)mod ^ off);
-	struct cu_index *ci;
-	size_t mask, i, cap = 0;
-
-	if (u->cus_cap) {
-		mask = u->cus_cap - 1;
-		for (i = h & mask; u->cus[i].mod; i = (i + 1) & mask)
-			if (u->cus[i].mod == mod && u->cus[i].off == off)
-				return &u->cus[i];
-	}
-	if ((u->cus_n + 1) * 2 > u->cus_cap) {
-		size_t ncap = u->cus_cap ? u->cus_cap * 2 : 64;
-		struct cu_index *cus = calloc(ncap, sizeof(*cus));
-
-		if (!cus)
-			return NULL;
-		for (size_t j = 0; j < u->cus_cap; j++) {
-			if (!u->cus[j].mod)
-				continue;
-			h = mix64((uint64_t)(uintptr_t)u->cus[j].mod ^ u->cus[j].off);
-			for (i = h & (ncap - 1); cus[i].mod; i = (i + 1) & (ncap - 1))
-				;
-			cus[i] = u->cus[j];
-		}
-		free(u->cus);
-		u->cus = cus;
-		u->cus_cap = ncap;
-		h = mix64((uint64_t)(uintptr_t)mod ^ off);
-	}
-	mask = u->cus_cap - 1;
-	for (i = h & mask; u->cus[i].mod; i = (i + 1) & mask)
-		;
-	ci = &u->cus[i];
-	*ci = (struct cu_index){.mod = mod, .off = off};
-	if (index_scope(ci, &cap, cu, 0) != 0) {
-		free(ci->funcs);
-		*ci = (struct cu_index){0};
-		return NULL;
-	}
-	if (ci->n)
-		qsort(ci->funcs, ci->n, sizeof(*ci->funcs), cu_func_cmp);
-	u->cus_n++;
-	return ci;
-}
-
-static const struct cu_func *cu_index_find(const struct cu_index *ci, uint64_t pc)
-{
-	size_t lo = 0, hi = ci->n;
-
-	/* The last range starting at or below pc; ranges of distinct functions do not overlap. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ci->funcs[mid].lo <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo && pc < ci->funcs[lo - 1].hi ? &ci->funcs[lo - 1] : NULL;
-}
-
-/* Looks pc up in the DWARF and appends its frames to u->frames. */
-static int compute_inline(struct unwinder *u, Dwfl_Module *mod, uint64_t pc)
-{
-	const struct cu_func *fn;
-	struct cu_index *ci;
-	struct scope_path *path;
 	Dwarf_Addr bias;
-	Dwarf_Die *cu;
-	int err = 0;
+	size_t n = 0;
 
-	cu = dwfl_module_addrdie(mod, pc, &bias);
-	if (!cu)
-		return 0;
-	ci = cu_index_get(u, mod, cu);
-	if (!ci)
-		return -ENOMEM;
-	fn = cu_index_find(ci, pc - bias);
-	if (!fn)
-		return 0;
-	path = malloc(sizeof(*path));
-	if (!path)
-		return -ENOMEM;
-	path->dies[0] = fn->die;
-	path->n = 1;
-	find_pc(&path->dies[0], pc - bias, path, 1);
-	for (int i = path->n - 1; i >= 0; i--) {
-		Dwarf_Die *die = &path->dies[i];
-		bool inlined = dwarf_tag(die) == DW_TAG_inlined_subroutine;
-		const char *name = die_function_name(u, die);
-
-		if (!name)
-			name = intern(u, strdup("??"));
-		if (!name) {
-			err = -ENOMEM;
-			break;
-		}
-		err = push_frame(u, name, inlined);
-		/* A function nested in another is not inlined into it: stop at the first. */
-		if (err || !inlined)
-			break;
-	}
-	free(path);
-	return err;
+	for (size_t i = 0; u && i < u->nmods; i++)
+		n += u->mods[i].mod && dwfl_module_getdwarf(u->mods[i].mod, &bias) != NULL;
+	return (int)n;
 }
 
 int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_address,
 			   struct inline_frame *out, size_t max, size_t *n)
 {
-	struct pc_slot *slot;
 	Dwfl_Module *mod;
-	size_t first;
 	bool changed;
-	int err;
 
 	if (!u || !n || (!out && max))
 		return -EINVAL;
@@ -1195,29 +752,10 @@ int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_addre
 		return -EINVAL;
 	if (is_return_address)
 		pc--;
-
-	slot = slot_find(u, pc);
-	if (!slot) {
+	mod = dwfl_addrmodule(u->dwfl, pc);
+	if (!mod && refresh(u, false, &changed) == 0 && changed)
 		mod = dwfl_addrmodule(u->dwfl, pc);
-		if (!mod && refresh(u, false, &changed) == 0 && changed)
-			mod = dwfl_addrmodule(u->dwfl, pc);
-		if (!mod)
-			return 0;
-		first = u->frames_n;
-		err = compute_inline(u, mod, pc);
-		if (err) {
-			u->frames_n = first;
-			return err;
-		}
-		err = slot_add(u, pc, (uint32_t)first, (uint32_t)(u->frames_n - first));
-		if (err) {
-			u->frames_n = first;
-			return err;
-		}
-		slot = slot_find(u, pc);
-	}
-	*n = slot->n < max ? slot->n : max;
-	if (*n)
-		memcpy(out, u->frames + slot->first, *n * sizeof(*out));
-	return slot->n > max ? -ENOSPC : 0;
+	if (!mod)
+		return 0;
+	return inline_names_get(u->inl, mod, pc, out, max, n);
 }

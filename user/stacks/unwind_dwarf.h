@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inline_names.h"
+
 /*
  * Offline DWARF CFI unwinding (elfutils libdwfl) of a user stack captured by BPF: the registers
  * at the sample and a copy of the top of the stack from sp. Code needs no frame pointers, only
@@ -70,20 +72,25 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_regs *regs, const ui
 		    size_t stack_len, uint64_t *pcs, size_t max_pcs, size_t *npcs,
 		    enum unwind_stop *stop);
 
-struct inline_frame {
-	const char *name; /* demangled, owned by the unwinder, valid until unwinder_free() */
-	bool inlined;	  /* an inlined call inside the next entry's function */
-};
-
 /*
- * The functions at pc from the DWARF debug info: the inlined calls innermost first, then the
- * function that contains them (inlined = false). is_return_address looks pc - 1 up, as the pcs
- * of unwinder_unwind() after the first need. *n = 0 when pc is in no module, or its module has
- * no debug info (stripped, or no line tables). Results are cached per pc. Returns 0, -ENOSPC
- * when max was too small (the innermost max entries are filled), -EINVAL, -ENOMEM.
+ * The functions at pc from the DWARF debug info (inline_names.h), for the pcs of either
+ * unwinding mode: the inlined calls innermost first, then the function that contains them
+ * (inlined = false); names valid until unwinder_free(). is_return_address looks pc - 1 up, as
+ * the pcs of unwinder_unwind() after the first need. *n = 0 when pc is in no module, or its
+ * module has no debug info (stripped, or no line tables). Results are cached per module and
+ * address. Returns 0, -ENOSPC when max was too small (the innermost max entries are filled),
+ * -EINVAL, -ENOMEM.
  */
 int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_address,
 			   struct inline_frame *out, size_t max, size_t *n);
+
+/*
+ * Reads the debug info of every module reported so far (decompressing it, and searching for
+ * separate debug files), which the first inline lookup in each module would do otherwise: done
+ * before sampling, that cost stays out of the sampling windows. Returns how many modules have
+ * debug info.
+ */
+int unwinder_load_debuginfo(struct unwinder *u);
 
 /*
  * Re-read the maps now, ignoring the rate limit, reporting new modules (the Dwfl is rebuilt
