@@ -57,7 +57,7 @@ def matches(found, truth):
 
 
 def check_blocked(binary, fp=True):
-    """At the default settings (windows, --long-poll-ms 10), every sleeping long poll after
+    """At the default windows, with --long-poll-ms 10, every sleeping long poll after
     the id word is learned is in long_polls.jsonl, with its duration, on its worker, with
     the sleeping function on its stack, and little else is. Likewise the spinning ones, found
     by clock ticks (their stacks are walked by frame pointers: fp says the target keeps
@@ -67,6 +67,7 @@ def check_blocked(binary, fp=True):
         time.sleep(2)
         out = tempfile.mkdtemp(prefix="d9out-lp-")
         rc, _, err = run_tool("--pid", d.pid, "--duration", 15, "--output", out,
+                              "--long-poll-ms", 10,
                               timeout=90, windows=True)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
         time.sleep(0.5)
