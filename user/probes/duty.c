@@ -9,8 +9,8 @@
 #define DUTY_GROWTH_THIN 4.0
 /* The first epoch's measurement replaces nothing; later ones are averaged in by this. */
 #define DUTY_DECAY 0.5
-/* Share of the budget's balance paid back (or spent) in the next epoch, and how much of it
- * is still owed an epoch later: overspending is paid back over a few seconds. */
+/* Share of what was overspent paid back in the next epoch, and how much of it is still owed
+ * an epoch later: overspending is paid back over a few seconds. */
 #define DEBT_GAIN 0.25
 #define DEBT_DECAY 0.7
 #define DUTY_SPARSE_AFTER 4
@@ -31,7 +31,9 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->hits = k * s->hits + (double)e->hits;
 	s->windows = k * s->windows + (double)e->windows;
 	s->windows_seen += e->windows;
-	s->debt = DEBT_DECAY * s->debt + spent - budget * e->own_ns;
+	/* Only overspending is carried: what an epoch left unspent is not spent later, since the
+	 * budget bounds every stretch of the run, not just its average. */
+	s->debt = fmax(0.0, DEBT_DECAY * s->debt + spent - budget * e->own_ns);
 	s->seeded = true;
 }
 
@@ -71,7 +73,7 @@ static double avail_per_s(const struct duty_state *s, const struct duty_limits *
 	double own = own_per_s(s);
 
 	return l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC) -
-	       DEBT_GAIN * fmax(-l->budget * own, fmin(s->debt, l->budget * own));
+	       DEBT_GAIN * fmin(s->debt, l->budget * own);
 }
 
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev)

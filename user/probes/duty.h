@@ -27,9 +27,8 @@
 #define DUTY_INITIAL 0.005
 
 /* What the last epochs cost: sums decayed by half each epoch (duty_observe), so that a burst
- * in one epoch moves the plan by half; and the budget's balance (debt: spent beyond the budget,
- * decayed too), so that epochs over it are paid back by the next ones and the run as a whole
- * keeps to it. Taking the dearest recent epoch instead collapsed the duty whenever a burst of
+ * in one epoch moves the plan by half; and what was spent beyond the budget (debt, decayed
+ * too), so that epochs over it are paid back by the next ones. Taking the dearest recent epoch instead collapsed the duty whenever a burst of
  * work met a window, and the run ramped up again for seconds. */
 struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
