@@ -95,22 +95,17 @@ double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, 
 
 double duty_sparse(const struct duty_state *s, const struct duty_limits *l, double *duty)
 {
-	double cost, per_win, gate, avail, q;
+	double cost, per_win, avail, q;
 
 	/* Until a few windows have priced their fixed part, every epoch has windows. */
 	if (!s->seeded || s->armed <= 0 || s->windows_seen < DUTY_SPARSE_AFTER || *duty >= 1.0)
 		return 1.0;
 	cost = s->probe / (s->armed / NSEC);
 	per_win = l->window_cpu_ns + s->fixed / s->windows;
-	if (cost <= 0 || *duty * cost >= per_win)
-		return 1.0;
-	/* A gate that costs what the window's fixed part does. */
-	gate = per_win / cost;
 	avail = avail_per_s(s, l) + s->fixed / (s->wall / NSEC);
-	q = avail / (per_win + gate * cost);
-	if (q >= 1.0)
+	if (cost <= 0 || avail >= per_win + *duty * cost)
 		return 1.0;
-	*duty = gate;
+	q = avail / (per_win + *duty * cost);
 	return q < DUTY_MIN_SHARE ? DUTY_MIN_SHARE : q;
 }
 

@@ -22,14 +22,15 @@
 /* A floor only: what the samples need normally sets the duty. */
 #define DUTY_MIN 0.0005
 /* Epochs with windows, at least, when windows are sparse (duty_sparse). */
-#define DUTY_MIN_SHARE 0.1
+#define DUTY_MIN_SHARE 0.25
 /* The duty of the first, partial epoch, before anything is measured. */
 #define DUTY_INITIAL 0.005
 
 /* What the last epochs cost: sums decayed by half each epoch (duty_observe), so that a burst
  * in one epoch moves the plan by half; and what was spent beyond the budget (debt, decayed
- * too), so that epochs over it are paid back by the next ones. Taking the dearest recent epoch instead collapsed the duty whenever a burst of
- * work met a window, and the run ramped up again for seconds. */
+ * too), so that epochs over it are paid back by the next ones. Taking the dearest recent epoch
+ * instead collapsed the duty whenever a burst of work met a window, and the run ramped up again for
+ * seconds. */
 struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
 	double hits;					   /* decayed */
@@ -71,12 +72,12 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 /* The duty that spends the budget, from the state; prev is the duty in force. */
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev);
 /*
- * When the budget cannot pay every second for a window's fixed cost (the tool's attach and
- * detach, the hits while probes go in, settle and come out) and a gate worth it: rather than
- * pay that cost for a gate too short to see anything, an epoch has its windows with
- * probability q, each gate costing at least what the fixed part does. Returns q (1: windows
- * every epoch) and sets *duty to the gate of an epoch that has them. A sample's inclusion
- * probability carries q x duty, so estimates stay unbiased.
+ * When the budget cannot pay every second even for one window's fixed cost (the tool's attach
+ * and detach, the hits while probes go in, settle and come out) and the planned gate, as on a
+ * loaded machine where attaching takes tens of ms: an epoch has its windows with probability
+ * q, so that the budget holds. Returns q (1: windows every epoch). A sample's inclusion
+ * probability carries q x duty, so estimates stay unbiased, at the price of a wider interval:
+ * only then, since an epoch drawn with a small q weighs 1/q.
  */
 double duty_sparse(const struct duty_state *s, const struct duty_limits *l, double *duty);
 /* Windows per second for a duty. */
