@@ -17,8 +17,8 @@ import time
 from harness import TOOL, Demo, read_metadata, run_all, run_tool, test, tmpdir
 
 USER = "d9-unpriv"
-OUTPUTS = ["samples.jsonl", "metadata.json", "perf.data", "profile.pb.gz", "stacks.folded",
-           "flamegraph.svg"]
+OUTPUTS = ["samples.jsonl", "metadata.json", "perf.data", "perf-tasks.elf", "profile.pb.gz",
+           "stacks.folded", "flamegraph.svg"]
 # What the sampling loop may keep (user/util/privs.c); everything else must be gone.
 LOOP_CAPS = {"cap_bpf", "cap_perfmon", "cap_sys_ptrace", "cap_checkpoint_restore",
              "cap_dac_read_search", "cap_dac_override", "cap_fowner", "cap_chown"}
