@@ -55,11 +55,11 @@ def rarely_resuming_tasks_estimated():
 
 @test
 def intervals_cover_the_truth():
-    """The report's 95% intervals (windows as the drawn units, Student's t): over 10 disjoint
+    """The report's 95% intervals (windows as the drawn units, Student's t): over 8 disjoint
     4 s spans of one run, the demo's count of each kind lies inside in most of them (a right
-    interval misses 1 in 20; 7 of 10 or fewer happens by chance about once in 1000 runs). The
+    interval misses 1 in 20; 5 of 8 or fewer happens by chance about once in 1000 runs). The
     variance terms in metadata (estimate_terms) add up to the samples' weights."""
-    nseg, secs = 10, 4
+    nseg, secs = 8, 4
     samples, meta, truth = profile([], nseg * secs + 2)
     terms = {}
     for t in meta["estimate_terms"]:
@@ -69,7 +69,7 @@ def intervals_cover_the_truth():
         sums[smp.get("future")] = sums.get(smp.get("future"), 0) + smp["weight_count"]
     assert terms == sums, f"estimate_terms {terms} != the samples' weights {sums}"
     rows = coverage_tool.coverage(samples, meta, truth, nseg, secs)
-    assert len(rows) >= 8, f"only {len(rows)} spans with clean epochs"
+    assert len(rows) >= 6, f"only {len(rows)} spans with clean epochs"
     res = []
     for kind in coverage_tool.KINDS:
         inside = sum(1 for r in rows if abs(r[kind][0] - r[kind][2]) <= r[kind][1])

@@ -66,7 +66,7 @@ def check_blocked(binary, fp=True):
     try:
         time.sleep(2)
         out = tempfile.mkdtemp(prefix="d9out-lp-")
-        rc, _, err = run_tool("--pid", d.pid, "--duration", 15, "--output", out,
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 10, "--output", out,
                               "--long-poll-ms", 10,
                               timeout=90, windows=True)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
@@ -141,16 +141,11 @@ def matrix_demo(version):
 
 
 @test
-def long_polls_tokio_1_38():
-    """Option<Id(u64)>: the id word follows a tag word. Matrix builds keep no frame
-    pointers."""
-    return check_blocked(matrix_demo("1.38.2"), fp=False)
-
-
-@test
 def long_polls_tokio_1_53():
-    """Option<NonZeroU64>: one word, no tag."""
+    """Option<NonZeroU64>: one word, no tag (Tokio 1.24.2 at the defaults has the tagged
+    Option<Id(u64)> of 1.24-1.42). Matrix builds keep no frame pointers."""
     return check_blocked(matrix_demo("1.53.1"), fp=False)
+
 
 if __name__ == "__main__":
     run_all()
