@@ -233,11 +233,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    ru.ru_maxrss, num_or_null(sens, sizeof(sens), collector_sensitivity_median(c)));
 	for (size_t i = 0; i < a->nlog; i++)
 		fprintf(f,
-			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"epoch_share\": %.3f, "
-			"\"windows\": %u, "
+			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
 			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\"}",
-			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].epoch_share,
-			a->log[i].windows, a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
+			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows, a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			a->log[i].duty >= 1.0  ? "always"
 			: a->log[i].by_samples ? "samples"
 					       : "budget");

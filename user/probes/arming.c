@@ -655,8 +655,8 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 		a->log = np;
 		a->caplog = ncap;
 	}
-	a->log[a->nlog++] = (struct arming_epoch){
-	    epoch, a->epoch_share * a->duty, a->epoch_share, nwin, gate_ns, overhead, by_samples};
+	a->log[a->nlog++] =
+	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, by_samples};
 }
 
 /* The counters at the start of an epoch: the next one's figures are differences from them.
@@ -752,7 +752,6 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 				(double)armed_ns);
 	*by_samples = need < duty;
 	a->duty = duty_clamp(*by_samples ? need : duty, a->budget);
-	a->epoch_share = *by_samples || a->duty >= 1.0 ? 1.0 : duty_sparse(&a->plan, &l, &a->duty);
 	own_s = e.wall_ns > 0 ? e.own_ns / (e.wall_ns / (double)NSEC) : 0;
 	a->own_ns_per_s = own_s > 1e6 ? own_s : 1e6;
 	a->kept_max_rate = KEPT_BUDGET_SHARE * a->budget * a->own_ns_per_s / arming_hit_cost_ns(a);
@@ -793,11 +792,8 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 		disarm(a);
 		a->continuous = false;
 	}
-	/* Sparse windows: this epoch has none (duty_sparse). */
-	if (a->epoch_share < 1.0 && uniform(a) >= a->epoch_share)
-		return 0;
 	k = duty_windows(&l, a->duty, a->own_ns_per_s);
-	if (run_windows(a, epoch * NSEC, a->duty, a->epoch_share * a->duty, k, nwin, armed))
+	if (run_windows(a, epoch * NSEC, a->duty, a->duty, k, nwin, armed))
 		return a->error;
 	if (lean_due(a, nepochs) &&
 	    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
@@ -872,7 +868,6 @@ int arming_start(struct arming *a)
 	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
 	a->rng |= 1;
 	a->duty = a->budget >= 1.0 ? 1.0 : DUTY_INITIAL;
-	a->epoch_share = 1.0;
 	/* Every attachment of the run is of the caller's kind (a->links). */
 	a->kept.multi = a->hold.multi = a->links.multi;
 	/* Without it (per-offset links, or the kernel refused), windows make their uprobes. */

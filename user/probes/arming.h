@@ -28,8 +28,7 @@ struct target;
 
 struct arming_epoch {
 	uint64_t epoch;
-	double duty;	    /* the share of the epoch a sample's inclusion carries */
-	double epoch_share; /* the chance that the epoch has windows (duty_sparse) */
+	double duty;
 	uint32_t windows;
 	uint64_t gate_ns;    /* time the gate was really open in this epoch's windows */
 	double est_overhead; /* (probe CPU + tool CPU) / target's own CPU, this epoch */
@@ -69,7 +68,6 @@ struct arming {
 	bool continuous;		/* always armed this epoch: the gate stays open */
 	uint64_t generation;
 	double duty;
-	double epoch_share;	/* the chance an epoch has windows: 1 unless sparse */
 	struct duty_state plan; /* what the last epochs cost (duty.c) */
 	double own_ns_per_s;	/* the target's own CPU per second, last epoch */
 	uint64_t rng;

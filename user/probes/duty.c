@@ -13,7 +13,7 @@
  * an epoch later: overspending is paid back over a few seconds. */
 #define DEBT_GAIN 0.25
 #define DEBT_DECAY 0.7
-#define DUTY_SPARSE_AFTER 4
+#define DUTY_WARM_WINDOWS 4
 
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget)
 {
@@ -33,7 +33,11 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->windows_seen += e->windows;
 	/* Only overspending is carried: what an epoch left unspent is not spent later, since the
 	 * budget bounds every stretch of the run, not just its average. */
-	s->debt = fmax(0.0, DEBT_DECAY * s->debt + spent - budget * e->own_ns);
+	/* Nor is what the first epochs overspent while the tool's caches warmed up (its first
+	 * samples' symbols and inline tables): paid back, it starved the next epochs' windows
+	 * to the floor, where each sample weighs thousands of resumes. */
+	if (s->windows_seen >= DUTY_WARM_WINDOWS)
+		s->debt = fmax(0.0, DEBT_DECAY * s->debt + spent - budget * e->own_ns);
 	s->seeded = true;
 }
 
@@ -91,22 +95,6 @@ double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, 
 	if (s->hits < DUTY_TRUSTED_HITS && duty > DUTY_GROWTH_THIN * prev)
 		duty = DUTY_GROWTH_THIN * prev;
 	return duty;
-}
-
-double duty_sparse(const struct duty_state *s, const struct duty_limits *l, double *duty)
-{
-	double cost, per_win, avail, q;
-
-	/* Until a few windows have priced their fixed part, every epoch has windows. */
-	if (!s->seeded || s->armed <= 0 || s->windows_seen < DUTY_SPARSE_AFTER || *duty >= 1.0)
-		return 1.0;
-	cost = s->probe / (s->armed / NSEC);
-	per_win = l->window_cpu_ns + s->fixed / s->windows;
-	avail = avail_per_s(s, l) + s->fixed / (s->wall / NSEC);
-	if (cost <= 0 || avail >= per_win + *duty * cost)
-		return 1.0;
-	q = avail / (per_win + *duty * cost);
-	return q < DUTY_MIN_SHARE ? DUTY_MIN_SHARE : q;
 }
 
 double duty_transitions_needed(double hz)

@@ -21,8 +21,6 @@
 #define DUTY_CONTINUOUS 0.5
 /* A floor only: what the samples need normally sets the duty. */
 #define DUTY_MIN 0.0005
-/* Epochs with windows, at least, when windows are sparse (duty_sparse). */
-#define DUTY_MIN_SHARE 0.25
 /* The duty of the first, partial epoch, before anything is measured. */
 #define DUTY_INITIAL 0.005
 
@@ -71,15 +69,6 @@ struct duty_limits {
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget);
 /* The duty that spends the budget, from the state; prev is the duty in force. */
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev);
-/*
- * When the budget cannot pay every second even for one window's fixed cost (the tool's attach
- * and detach, the hits while probes go in, settle and come out) and the planned gate, as on a
- * loaded machine where attaching takes tens of ms: an epoch has its windows with probability
- * q, so that the budget holds. Returns q (1: windows every epoch). A sample's inclusion
- * probability carries q x duty, so estimates stay unbiased, at the price of a wider interval:
- * only then, since an epoch drawn with a small q weighs 1/q.
- */
-double duty_sparse(const struct duty_state *s, const struct duty_limits *l, double *duty);
 /* Windows per second for a duty. */
 uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_per_s);
 /* Eligible transitions per worker per second windows must see for hz samples each. */
