@@ -422,7 +422,7 @@ static void target_hit_cost(struct arming *a);
 
 /* One second of the schedule: up to DUTY_MAX_WINDOWS slots, one window each at a uniform
  * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
-static int run_windows(struct arming *a, uint64_t epoch_start, double duty, double incl, uint64_t k,
+static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
 		       uint32_t *nwin, uint64_t *armed)
 {
 	struct {
@@ -467,7 +467,7 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, doub
 		if (!sleep_until(a, start))
 			return 0;
 		cpu0 = thread_cpu_ns();
-		if (window(a, ATTACH_ARMED, end - start, incl, &cycle))
+		if (window(a, ATTACH_ARMED, end - start, duty, &cycle))
 			return a->error;
 		(*nwin)++;
 		update_probe_order(a);
@@ -793,7 +793,7 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 		a->continuous = false;
 	}
 	k = duty_windows(&l, a->duty, a->own_ns_per_s);
-	if (run_windows(a, epoch * NSEC, a->duty, a->duty, k, nwin, armed))
+	if (run_windows(a, epoch * NSEC, a->duty, k, nwin, armed))
 		return a->error;
 	if (lean_due(a, nepochs) &&
 	    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))

@@ -29,7 +29,6 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->tool_other = k * s->tool_other + e->tool_other_ns;
 	s->fixed = k * s->fixed + e->fixed_ns;
 	s->hits = k * s->hits + (double)e->hits;
-	s->windows = k * s->windows + (double)e->windows;
 	s->windows_seen += e->windows;
 	/* Only overspending is carried: what an epoch left unspent is not spent later, since the
 	 * budget bounds every stretch of the run, not just its average. */

@@ -32,7 +32,6 @@
 struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
 	double hits;					   /* decayed */
-	double windows;					   /* decayed */
 	uint64_t windows_seen;				   /* in all */
 	double debt;					   /* ns, decayed */
 	bool seeded;
