@@ -21,11 +21,13 @@ done
 
 for t in tests/e2e/test_*.py; do
 	out=$(mktemp)
+	t0=$SECONDS
 	python3 "$t" --summary-file "$out"
 	rc=$?
 	read -r p f <"$out" 2>/dev/null || { p=0; f=1; }
 	if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then f=1; fi
 	rm -f "$out"
+	echo "e2e $(basename "$t"): ${p:-0} passed, ${f:-1} failed in $((SECONDS - t0)) s"
 	passed=$((passed + ${p:-0}))
 	failed=$((failed + ${f:-1}))
 done
