@@ -266,6 +266,15 @@ struct {
 	__type(value, struct stack_buf);
 } zero_stack SEC(".maps");
 
+/* Drained by the loader a few epochs behind (user/collect/resume_counts.c): types x workers x
+ * windows of those epochs fit, with room for a loader that falls behind. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct d9_count_key);
+	__type(value, struct d9_count_val);
+} resume_counts SEC(".maps");
+
 static __always_inline void count_add(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -830,6 +839,37 @@ static __always_inline void frame_init(struct thread_state *t, struct frame *f, 
 	f->runtime = 0;
 }
 
+/* Counts an eligible resume in resume_counts, by task type, worker, epoch, window and kind. */
+static __always_inline void count_resume(const struct thread_state *t, const struct frame *f,
+					 const struct d9_arming *arm, __u64 worker, __u64 epoch)
+{
+	struct d9_count_key k = {.worker = worker, .epoch = (__u32)epoch};
+	struct d9_count_val *v, fresh = {.resumes = 1, .duty = arm->duty};
+
+	if (bpf_probe_read_user(&k.vtable, sizeof(k.vtable), (void *)(f->hdr + hdr_vtable_off)))
+		return;
+	k.window = (__u32)arm->generation;
+	if (arm->duty < D9_PROB_ONE)
+		k.flags |= D9_SF_WINDOWED;
+	if (t->after_yield)
+		k.flags |= D9_SF_AFTER_YIELD;
+	else if (!t->clock_driven)
+		k.flags |= D9_SF_WOKEN_BY_TASK;
+	v = bpf_map_lookup_elem(&resume_counts, &k);
+	if (v) {
+		__sync_fetch_and_add(&v->resumes, 1);
+		return;
+	}
+	if (!bpf_map_update_elem(&resume_counts, &k, &fresh, BPF_NOEXIST))
+		return;
+	/* Another CPU put it in first, or the map is full. */
+	v = bpf_map_lookup_elem(&resume_counts, &k);
+	if (v)
+		__sync_fetch_and_add(&v->resumes, 1);
+	else
+		count(D9_CNT_COUNT_FULL);
+}
+
 /*
  * An eligible resume in a sampling window: counted in its worker's epoch, then drawn with the
  * epoch's probability and admitted by the cap. A selected frame gets what its sample will
@@ -857,6 +897,7 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 		epoch_roll(key, ws, epoch, arm->duty);
 	ws->duty = arm->duty;
 	ws->eligible++;
+	count_resume(t, f, arm, key, epoch);
 	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
 		return;
 	if (!cap_admit(ws, now, arm->duty < D9_PROB_ONE)) {

@@ -266,6 +266,26 @@ struct d9_epoch {
 	struct d9_gate_time gate;
 };
 
+/*
+ * Every eligible resume inside a window, counted per task type, worker, epoch, window and
+ * kind of resume (resume_counts): a task type's resumes over the run are estimated from these
+ * exact in-window counts, without the variance of drawing samples from them
+ * (user/collect/resume_counts.c).
+ */
+struct d9_count_key {
+	__u64 vtable; /* the task type */
+	__u64 worker;
+	__u32 epoch;
+	__u32 window; /* the arming generation */
+	__u32 flags;  /* D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK */
+	__u32 pad;
+};
+
+struct d9_count_val {
+	__u64 resumes;
+	__u64 duty; /* the window's, as d9_arming.duty */
+};
+
 struct d9_worker_seen {
 	__u32 type; /* D9_REC_WORKER */
 	__u32 tid;
@@ -359,6 +379,7 @@ enum d9_counter {
 	/* Hits inside an open gate (part of D9_CNT_HITS): they scale with the gate's length; the
 	 * rest come with each window's attach, settling and removal, and with kept probes. */
 	D9_CNT_GATE_HITS,
+	D9_CNT_COUNT_FULL, /* an eligible resume not counted: resume_counts was full */
 	D9_CNT_MAX,
 };
 

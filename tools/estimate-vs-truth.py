@@ -15,7 +15,8 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import test_core as tc  # noqa: E402
-from harness import Demo, delivery, read_metadata, read_samples, run_tool  # noqa: E402
+from harness import (Demo, clean_epochs, counted_vs_truth, delivery, read_metadata,  # noqa: E402
+                     read_samples, run_tool)
 
 
 def main():
@@ -33,8 +34,11 @@ def main():
         if rc:
             sys.exit(f"dial9-bpf exited {rc}: {err[-800:]}")
         d.wait_seconds(1)
+        meta = read_metadata(out)
+        truth = d.seconds()
+        counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))
         try:
-            n, kinds = tc.estimate_vs_truth(read_samples(out), read_metadata(out))
+            n, kinds = tc.estimate_vs_truth(read_samples(out), meta)
         except AssertionError as e:
             sys.exit(f"estimate-vs-truth: {e}: profile for longer (20 s or more)")
     finally:
@@ -43,7 +47,8 @@ def main():
     real = sum(r for _, r, _ in kinds.values())
     rates, capped, of = delivery(read_metadata(out))
     print(f"{mode} demo, {hz} Hz, {n} epochs: " + "; ".join(
-        f"{k} {g / r:.2f} (n={c})" for k, (g, r, c) in kinds.items() if r)
+        f"{k} {g / r:.2f} counted {counted.get(k, 0) / r:.2f} (n={c})"
+        for k, (g, r, c) in kinds.items() if r)
         + f"; all {est / real:.2f}; per-worker samples/s "
         + ", ".join(f"{r:.1f}" for r in rates) + f"; capped {capped} of {of} worker-epochs"
         + f"; output {out}")

@@ -286,6 +286,25 @@ def estimate_vs_truth(samples, meta, truth, classify=kind_of):
                        if k in est or any(truth[e]["resumes"].get(k) for e in good)}
 
 
+def future_kind(future):
+    """The demo kind of a task type (its future's name), or None."""
+    for fn, kind in KIND_OF.items():
+        if future and fn in future:
+            return kind
+    return None
+
+
+def counted_vs_truth(meta, truth, good):
+    """{kind: estimate} from the in-window resume counts (metadata count_terms) over the
+    epochs good."""
+    est = {}
+    for c in meta.get("count_terms") or []:
+        k = future_kind(c["future"])
+        if c["epoch"] in good and k:
+            est[k] = est.get(k, 0) + c["sum"]
+    return est
+
+
 def check_estimates_probed(kinds, tolerance=0.20):
     """Every poll probed (--overhead-budget 100): each kind with 100 samples or more within
     tolerance (20%) of the truth, at least two such kinds. kinds as estimate_vs_truth gives

@@ -5,8 +5,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from harness import (Demo, delivery, estimate_vs_truth, read_metadata, read_samples, run_all,
-                     run_tool, test, tmpdir)
+from harness import (Demo, clean_epochs, counted_vs_truth, delivery, estimate_vs_truth,
+                     read_metadata, read_samples, run_all, run_tool, test, tmpdir)
 
 import importlib.util  # noqa: E402
 
@@ -36,13 +36,17 @@ def rarely_resuming_tasks_estimated():
     """3000 tasks that each sleep about a second: every resume is eligible (a task first seen
     in a window with an id below Tokio's next id is a resume), so they are sampled and their
     estimate is near their count. Also: no ramp (the second epoch's duty is planned from the
-    first one's costs, not doubled from a floor), and the cap rarely binds."""
+    first one's costs, not doubled from a floor), and the cap rarely binds. The estimate of
+    each task type from the in-window counts (count_terms) is checked the same way."""
     samples, meta, truth = profile(["--idle-tasks", "3000"], 20)
     nepochs, kinds = estimate_vs_truth(samples, meta, truth)
-    res = [f"{k} {g / r:.2f} (n={c})" for k, (g, r, c) in kinds.items() if r]
+    counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))
+    res = [f"{k} {g / r:.2f} counted {counted.get(k, 0) / r:.2f} (n={c})"
+           for k, (g, r, c) in kinds.items() if r]
     got, real, n = kinds["idle"]
     assert n >= 10, f"only {n} samples of the idle tasks: " + "; ".join(res)
     assert 0.6 <= got / real <= 1.6, "; ".join(res)
+    assert 0.6 <= counted.get("idle", 0) / real <= 1.6, "; ".join(res)
     duties = [e["duty"] for e in meta["overhead"]["epochs"]]
     later = sorted(duties[2:])
     assert duties[1] >= 0.4 * later[len(later) // 2], f"a ramp: duties {duties}"

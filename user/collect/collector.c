@@ -598,20 +598,30 @@ size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 	return symbolize_frames(c, pcs, n, frames);
 }
 
+double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
+			       uint32_t flags, bool *capped)
+{
+	struct d9_gate_time gate;
+	double slowdown;
+
+	epoch_view(c, w, epoch, capped, &slowdown, &gate);
+	if (!(flags & D9_SF_WINDOWED))
+		return 1.0;
+	if (flags & D9_SF_AFTER_YIELD)
+		return slowdown;
+	if (flags & D9_SF_WOKEN_BY_TASK)
+		return collector_woken_factor(w, &gate, c->hit_cost_ns);
+	return 1.0;
+}
+
 /* The inclusion probability as the run's cost corrected it, and the weights it gives. */
 static void sample_weights(struct collector *c, const struct d9_sample *s, struct worker_info *w,
 			   struct task_sample *ts)
 {
-	struct d9_gate_time gate;
-	double slowdown;
 	bool capped;
 
-	epoch_view(c, w, s->epoch, &capped, &slowdown, &gate);
-	ts->prob = (double)s->prob / (double)D9_PROB_ONE;
-	if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_AFTER_YIELD))
-		ts->prob *= slowdown;
-	else if ((s->flags & D9_SF_WINDOWED) && (s->flags & D9_SF_WOKEN_BY_TASK))
-		ts->prob *= collector_woken_factor(w, &gate, c->hit_cost_ns);
+	ts->prob = (double)s->prob / (double)D9_PROB_ONE *
+		   collector_resume_factor(c, w, s->epoch, s->flags, &capped);
 	if (!(ts->prob > 0))
 		ts->prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts->capped = (s->flags & D9_SF_CAPPED) || capped;
@@ -751,5 +761,6 @@ void collector_free(struct collector *c)
 	free(c->runtimes);
 	free(c->threads);
 	est_terms_free(&c->terms);
+	est_terms_free(&c->counted);
 	memset(c, 0, sizeof(*c));
 }

@@ -98,7 +98,9 @@ struct collector {
 	struct pending_sample *head, *tail;
 	size_t npending;
 
-	struct est_terms terms; /* the estimates' variance terms, for metadata */
+	struct est_terms terms;	  /* the estimates' variance terms, for metadata */
+	struct est_terms counted; /* the same of the in-window resume counts (resume_counts.c) */
+	uint64_t counts_drained;  /* resume_counts entries read */
 	uint64_t samples_written;
 	uint64_t samples_with_stack;
 	uint64_t samples_stack_errors;
@@ -132,6 +134,11 @@ const char *collector_worker_detection(const struct worker_info *w);
 /* The in-window slowdown of a task woken by another task's poll (pooled over w's epochs). */
 double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
 			      double hit_cost_ns);
+/* What the in-window correction multiplies a resume's inclusion probability by, for a resume
+ * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch;
+ * *capped: whether the cap refused a selection in that worker-epoch. */
+double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
+			       uint32_t flags, bool *capped);
 /* The runtime of scheduler key, added on first sight; NULL for 0 (unknown) or out of memory. */
 struct runtime_info *collector_runtime(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);

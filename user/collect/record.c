@@ -35,6 +35,7 @@
 #include "out_dir.h"
 #include "privs.h"
 #include "record.h"
+#include "resume_counts.h"
 #include "sampler.skel.h"
 #include "symbolize.h"
 #include "target.h"
@@ -570,8 +571,11 @@ static int read_records(struct record *r)
 			r->run.stop_reason = "error";
 			return err;
 		}
-		if (!arming_window_open(&r->arm))
+		if (!arming_window_open(&r->arm)) {
 			collector_flush(&r->col, mono_ns(), false);
+			resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts),
+					    mono_ns(), false);
+		}
 	}
 	return err;
 }
@@ -690,6 +694,8 @@ static int record_finish(struct record *r)
 	park_outcome_read(r->skel, r->t);
 	collector_close_epochs(&r->col);
 	collector_flush(&r->col, UINT64_MAX, true);
+	if (resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts), 0, true))
+		err = 1;
 	if (finish_writers(r->o, r->t, r->sym, &r->col, &r->run, r->writers, r->nwriters))
 		err = 1;
 	r->nwriters = 0;

@@ -48,6 +48,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
     [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
     [D9_CNT_GATE_HITS] = "probe_hits_in_gate",
+    [D9_CNT_COUNT_FULL] = "resumes_not_counted",
 };
 
 /* The workers' detection method when they share one, else "mixed". */
@@ -235,7 +236,8 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
 			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\"}",
-			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows, a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
+			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
+			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			a->log[i].duty >= 1.0  ? "always"
 			: a->log[i].by_samples ? "samples"
 					       : "budget");
@@ -373,6 +375,8 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		c->samples_task_id_ok);
 	fputs("  \"estimate_terms\": ", f);
 	est_terms_write_json(&c->terms, f);
+	fputs(",\n  \"count_terms\": ", f);
+	est_terms_write_json(&c->counted, f);
 	fputs("\n}\n", f);
 	return out_file_commit(&out);
 }

@@ -68,6 +68,9 @@ struct type_sum {
 	char *future; /* NULL: samples without one (no task type found) */
 	uint64_t samples;
 	double count, idle_ns;
+	/* From metadata's count_terms: estimated resumes from the exact in-window counts, and
+	 * the sum of its windows' squared totals (for its interval). */
+	double counted, counted_sq;
 };
 
 /* One sample's part in the estimates, kept for their variance: samples of one armed window
@@ -124,6 +127,8 @@ struct report {
 	struct type_sum *types;
 	size_t ntypes;
 	struct type_sum other_types; /* past MAX_TYPES */
+	bool have_counted;	     /* metadata had count_terms */
+	double total_counted;
 	struct draw *draws;
 	size_t ndraws, draws_cap;
 	int64_t solo; /* clusters handed to always-armed samples, one each */
@@ -168,6 +173,8 @@ json_object *rpt_load_json(const char *path, const char *fix);
 
 /* The worker with that index in metadata.json, or NULL. */
 struct worker_sum *rpt_find_worker(struct report *r, int64_t index);
+/* The sums of FUTURE's task type (NULL future: its own row); past MAX_TYPES, one "other" row. */
+struct type_sum *rpt_type_get(struct report *r, const char *future);
 /* Adds one parsed samples.jsonl object to the totals: 0, or -1 with the message in e. */
 int rpt_take_sample(struct report *r, json_object *obj, struct perr *e);
 void rpt_copy_str(char *dst, size_t n, const char *src);

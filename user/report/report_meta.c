@@ -116,10 +116,38 @@ static int parse_counters(struct report *r, json_object *obj, struct perr *e)
 	return 0;
 }
 
+/* count_terms: each task type's estimate from the in-window resume counts, and its terms. */
+static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
+{
+	size_t n = json_object_array_length(arr);
+	char where[48];
+
+	for (size_t i = 0; i < n; i++) {
+		json_object *c = json_object_array_get_idx(arr, i);
+		const char *future = NULL;
+		double sum = 0, sq = 0;
+		struct type_sum *t;
+
+		snprintf(where, sizeof(where), "count_terms[%zu]", i);
+		if (!json_object_is_type(c, json_type_object))
+			return rpt_fail(e, "\"%s\" is %s, expected an object", where, rpt_kind(c));
+		if (rpt_get_str(e, where, c, "future", true, true, &future) ||
+		    rpt_get_num(e, where, c, "sum", false, 0, 1e300, false, &sum) ||
+		    rpt_get_num(e, where, c, "sum_sq", false, 0, 1e300, false, &sq))
+			return -1;
+		t = rpt_type_get(r, future);
+		t->counted += sum;
+		t->counted_sq += sq;
+		r->total_counted += sum;
+	}
+	r->have_counted = true;
+	return 0;
+}
+
 static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 {
 	json_object *sampler, *cap, *target, *workers, *counters, *probes = NULL, *samples = NULL;
-	json_object *overhead = NULL;
+	json_object *overhead = NULL, *count_terms = NULL;
 	const char *tool = NULL, *s;
 
 	if (!json_object_is_type(root, json_type_object))
@@ -178,6 +206,9 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 		return -1;
 	if (rpt_get_typed(e, "", root, "counters", false, json_type_object, &counters) ||
 	    parse_counters(r, counters, e))
+		return -1;
+	if (rpt_get_typed(e, "", root, "count_terms", true, json_type_array, &count_terms) ||
+	    (count_terms && parse_count_terms(r, count_terms, e)))
 		return -1;
 	if (rpt_get_typed(e, "", root, "samples", true, json_type_object, &samples))
 		return -1;

@@ -247,8 +247,23 @@ static int by_type_count(const void *a, const void *b)
 {
 	const struct type_sum *x = *(const struct type_sum *const *)a;
 	const struct type_sum *y = *(const struct type_sum *const *)b;
+	double ex = x->counted > 0 ? x->counted : x->count;
+	double ey = y->counted > 0 ? y->counted : y->count;
 
-	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
+	return ex < ey ? 1 : ex > ey ? -1 : 0;
+}
+
+/* The 95% half width of a type's estimate from the in-window counts: its windows' totals
+ * are in counted_sq, every window of the run is a unit drawn (those that saw none of it add
+ * 0). */
+static double counted_half_width(const struct report *r, const struct type_sum *t)
+{
+	double m = (double)r->windows;
+
+	if (r->windows < 2)
+		return NAN;
+	return t975(r->windows - 1) *
+	       sqrt(fmax(0, m / (m - 1) * (t->counted_sq - t->counted * t->counted / m)));
 }
 
 static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
@@ -256,8 +271,14 @@ static void print_type_row(const struct report *r, const struct type_sum *t, con
 {
 	uint32_t id = t == &r->other_types ? MAX_TYPES : (uint32_t)(t - r->types);
 
-	fprintf(out, "  %5.1f%%  %12.0f  ", pct(t->count, r->total_count), t->count);
-	put_half_width(out, half_width(r, of_type, id));
+	if (r->have_counted) {
+		fprintf(out, "  %5.1f%%  %12.0f  ", pct(t->counted, r->total_counted), t->counted);
+		put_half_width(out, counted_half_width(r, t));
+		fprintf(out, "  %12.0f", t->count);
+	} else {
+		fprintf(out, "  %5.1f%%  %12.0f  ", pct(t->count, r->total_count), t->count);
+		put_half_width(out, half_width(r, of_type, id));
+	}
 	fprintf(out, "  %11.3f  %7" PRIu64 "  ", t->idle_ns / 1e9, t->samples);
 	put_clean(out, name, 160);
 	fputc('\n', out);
@@ -276,10 +297,20 @@ static void print_types(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->ntypes; i++)
 		v[i] = &r->types[i];
 	qsort(v, r->ntypes, sizeof(*v), by_type_count);
-	fputs("\nBy task type (the future each task was spawned with; +-95%: half the 95% "
-	      "interval\nof the estimate, over the armed windows drawn):\n"
-	      "   share  est. resumes     +-95%  est. idle s  samples  future\n",
-	      out);
+	if (r->have_counted)
+		fputs("\nBy task type (the future each task was spawned with; est. resumes from "
+		      "every "
+		      "resume\ncounted in the windows; +-95%: half the 95% interval over the "
+		      "windows; "
+		      "from samples:\nthe samples' estimate of the same):\n"
+		      "   share  est. resumes     +-95%  from samples  est. idle s  samples  "
+		      "future\n",
+		      out);
+	else
+		fputs("\nBy task type (the future each task was spawned with; +-95%: half the 95% "
+		      "interval\nof the estimate, over the armed windows drawn):\n"
+		      "   share  est. resumes     +-95%  est. idle s  samples  future\n",
+		      out);
 	for (size_t i = 0; i < r->ntypes; i++)
 		print_type_row(r, v[i], v[i]->future ? v[i]->future : "(unknown)", out);
 	if (r->other_types.samples)

@@ -233,8 +233,7 @@ static int stack_get(struct report *r, const char *key, size_t keylen, struct st
 	return 0;
 }
 
-/* The sums of FUTURE's task type (NULL future: its own row); past MAX_TYPES, one "other" row. */
-static struct type_sum *type_get(struct report *r, const char *future)
+struct type_sum *rpt_type_get(struct report *r, const char *future)
 {
 	struct type_sum *t;
 
@@ -339,7 +338,7 @@ int rpt_take_sample(struct report *r, json_object *obj, struct perr *e)
 		r->other_count += (double)wcount;
 		r->other_idle += (double)widle;
 	}
-	type = type_get(r, future);
+	type = rpt_type_get(r, future);
 	type->samples++;
 	type->count += (double)wcount;
 	type->idle_ns += (double)widle;

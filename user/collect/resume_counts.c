@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Task types' resumes estimated from exact in-window counts (the BPF map resume_counts).
+ *
+ * Inside a window every eligible resume is seen: the sampler draws a few of them for stacks,
+ * but counts them all, per task type, worker, epoch, window and kind of resume. A window's
+ * count over its inclusion probability (the window's duty, times the in-window correction of
+ * that worker-epoch for resumes limited by the worker's speed, as a sample's) estimates the
+ * type's resumes as the samples do, with the same expectation, but without the variance of the
+ * draw: a type resuming a thousand times in a second's windows is known from a thousand
+ * resumes, not from the one or two of them drawn. What is left is the windows' placement,
+ * which the variance terms (count_terms in metadata.json) carry as estimate_terms do.
+ *
+ * Entries are read and deleted once their epoch is as old as the samples the collector writes
+ * (so the correction uses the same closed-epoch view), and all of them at the end.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include "collector.h"
+#include "resume_counts.h"
+#include "task_types.h"
+
+/* Read per drain at most: the map holds 16384; the rest waits for the next drain. */
+#define DRAIN_MAX 16384
+/* As collector_flush's grace: the epoch's record has come or the worker is idle. */
+#define DRAIN_AGE_EPOCHS 2
+
+struct drained {
+	struct d9_count_key k;
+	struct d9_count_val v;
+};
+
+static int by_cell(const void *a, const void *b)
+{
+	const struct d9_count_key *x = &((const struct drained *)a)->k;
+	const struct d9_count_key *y = &((const struct drained *)b)->k;
+
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
+	if (x->window != y->window)
+		return x->window < y->window ? -1 : 1;
+	return x->vtable < y->vtable ? -1 : x->vtable > y->vtable;
+}
+
+/* Reads and deletes the entries of epochs before `before` (all when final) into v. */
+static size_t take(int fd, uint64_t before, bool final, struct drained *v)
+{
+	struct d9_count_key key, next, *prev = NULL;
+	struct d9_count_key *keys = malloc(DRAIN_MAX * sizeof(*keys));
+	size_t n = 0, got = 0;
+
+	if (!keys)
+		return 0;
+	while (n < DRAIN_MAX && !bpf_map_get_next_key(fd, prev, &next)) {
+		if (final || next.epoch < before)
+			keys[n++] = next;
+		key = next;
+		prev = &key;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!bpf_map_lookup_and_delete_elem(fd, &keys[i], &v[got].v))
+			v[got++].k = keys[i];
+	free(keys);
+	return got;
+}
+
+static void add_count(struct collector *c, const struct drained *d)
+{
+	const struct task_type *type = c->types ? task_types_find(c->types, d->k.vtable) : NULL;
+	double p = (double)d->v.duty / (double)D9_PROB_ONE, f;
+	bool capped;
+
+	f = collector_resume_factor(c, collector_worker(c, d->k.worker), d->k.epoch, d->k.flags,
+				    &capped);
+	if (!(p * f > 0))
+		return;
+	if (est_terms_add(&c->counted, d->k.epoch, type ? type->name : NULL, d->k.window,
+			  (double)d->v.resumes / (p * f)))
+		c->write_errors++;
+}
+
+int resume_counts_drain(struct collector *c, int fd, uint64_t now_ns, bool final)
+{
+	uint64_t now_epoch = now_ns / D9_NSEC_PER_SEC;
+	uint64_t before = now_epoch > DRAIN_AGE_EPOCHS ? now_epoch - DRAIN_AGE_EPOCHS : 0;
+	struct drained *v;
+	size_t n;
+
+	if (fd < 0)
+		return 0;
+	v = malloc(DRAIN_MAX * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	do {
+		n = take(fd, before, final, v);
+		/* Cells in order, so that a window's counts of one type meet in one cell. */
+		qsort(v, n, sizeof(*v), by_cell);
+		for (size_t i = 0; i < n; i++)
+			add_count(c, &v[i]);
+		c->counts_drained += n;
+	} while (final && n == DRAIN_MAX);
+	free(v);
+	return 0;
+}
