@@ -16,8 +16,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from harness import (Demo, clean_epochs, kind_of, read_metadata, read_samples,  # noqa: E402
-                     run_tool)
+from harness import (Demo, clean_epochs, future_kind, kind_of, read_metadata,  # noqa: E402
+                     read_samples, run_tool)
 
 KINDS = ("cpu", "timer", "channel")
 
@@ -52,6 +52,28 @@ def interval(samples, m, kind):
     return total, t975(m - 1) * math.sqrt(max(var, 0))
 
 
+def interval_counted(meta, epochs, m, kind):
+    """The same from the in-window counts (count_terms): each (epoch, type) cell carries the
+    sum and sum of squares of its windows' totals. A kind of several types is one window's
+    total where its epoch had one window; otherwise their squares add apart, leaving out the
+    cross terms of a window that saw both."""
+    one = {e["epoch"] for e in meta["overhead"]["epochs"] if e["windows"] == 1}
+    total = sq = 0.0
+    single = {}
+    for c in meta.get("count_terms") or []:
+        if c["epoch"] not in epochs or future_kind(c["future"]) != kind:
+            continue
+        total += c["sum"]
+        if c["epoch"] in one:
+            single[c["epoch"]] = single.get(c["epoch"], 0) + c["sum"]
+        else:
+            sq += c["sum_sq"]
+    sq += sum(z * z for z in single.values())
+    if m < 2:
+        return total, math.nan
+    return total, t975(m - 1) * math.sqrt(max(m / (m - 1) * (sq - total * total / m), 0))
+
+
 def coverage(samples, meta, truth, nseg, secs):
     """Per segment and kind: (estimate, half width, truth); segments with < 2 clean epochs
     are left out."""
@@ -67,7 +89,9 @@ def coverage(samples, meta, truth, nseg, secs):
         row = {}
         for kind in KINDS:
             est, hw = interval(seg, m, kind)
-            row[kind] = (est, hw, sum(truth[e]["resumes"].get(kind, 0) for e in good))
+            real = sum(truth[e]["resumes"].get(kind, 0) for e in good)
+            row[kind] = (est, hw, real)
+            row[kind + " counted"] = interval_counted(meta, good, m, kind) + (real,)
         rows.append(row)
     return rows
 
@@ -89,7 +113,7 @@ def main():
         rows = coverage(read_samples(out), read_metadata(out), d.seconds(), nseg, secs)
     finally:
         d.stop()
-    for kind in KINDS:
+    for kind in [k + c for k in KINDS for c in ("", " counted")]:
         inside = sum(1 for r in rows if abs(r[kind][0] - r[kind][2]) <= r[kind][1])
         ratios = sorted(r[kind][0] / r[kind][2] for r in rows if r[kind][2])
         rel = sorted(r[kind][1] / r[kind][2] for r in rows if r[kind][2])
