@@ -304,6 +304,7 @@ static int rotate_next(struct record *r)
 	if (open_folder(r))
 		return 1;
 	ms = (double)(mono_ns() - t0) / 1e6;
+	rot->handover_cpu_s += tool_cpu_s() - cpu;
 	if (ms > rot->max_handover_ms)
 		rot->max_handover_ms = ms;
 	return 0;
@@ -340,8 +341,10 @@ int rotate_finish(struct record *r)
 	if (!r->o->quiet)
 		fprintf(stderr,
 			"dial9-bpf: %" PRIu64 " folders of %" PRIu64 " s written into %s/ (the "
-			"newest %" PRIu64 " kept), longest handover %.1f ms\n",
+			"newest %" PRIu64 " kept); a handover took %.1f ms of CPU on average, "
+			"%.1f ms of wall time at most\n",
 			rot->index + 1, r->o->rotate_s, r->outdir.path, r->o->keep,
+			rot->index ? 1e3 * rot->handover_cpu_s / (double)rot->index : 0,
 			rot->max_handover_ms);
 	return err || rot->failed;
 }

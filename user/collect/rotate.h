@@ -27,8 +27,8 @@ struct rotation {
 	struct arming_totals arm0;
 	double cpu0; /* the tool's CPU seconds at its start */
 	bool failed; /* a folder could not be completed (printed) */
-	/* The longest handover so far (completing one folder, opening the next). */
-	double max_handover_ms;
+	/* The handovers (completing one folder, opening the next): the longest, and their CPU. */
+	double max_handover_ms, handover_cpu_s;
 };
 
 /* In setup: opens the first folder and its writers. Returns 0 or 1 (printed). */
