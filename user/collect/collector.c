@@ -739,14 +739,14 @@ void collector_flush_before(struct collector *c, uint64_t epoch)
 	}
 }
 
-void collector_new_interval(struct collector *c, uint64_t first_epoch)
+void collector_new_interval(struct collector *c, uint64_t keep_from)
 {
 	for (size_t i = 0; i < c->nworkers; i++) {
 		struct worker_info *w = &c->workers[i];
 		size_t k = 0;
 
 		for (size_t j = 0; j < w->nepochs; j++)
-			if (w->epochs[j].epoch >= first_epoch)
+			if (w->epochs[j].epoch >= keep_from)
 				w->epochs[k++] = w->epochs[j];
 		w->nepochs = k;
 		w->samples = 0;

@@ -132,9 +132,9 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final);
 void collector_flush_before(struct collector *c, uint64_t epoch);
 /* Adds each worker's open epoch from the map if it is before `before` (UINT64_MAX: at the end). */
 void collector_close_epochs(struct collector *c, uint64_t before);
-/* Starts the counts of a new output folder (--rotate) at first_epoch: the samples, unwind and
- * estimate figures restart from zero and the epochs before first_epoch are forgotten. */
-void collector_new_interval(struct collector *c, uint64_t first_epoch);
+/* Starts the counts of a new output folder (--rotate): the samples, unwind and estimate
+ * figures restart from zero and the epochs before keep_from are forgotten. */
+void collector_new_interval(struct collector *c, uint64_t keep_from);
 struct worker_info *collector_worker(struct collector *c, uint64_t key);
 /* A worker found running at the attach, in tid's Tokio thread-local context (worker_tls.c). */
 void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid);

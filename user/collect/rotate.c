@@ -106,9 +106,10 @@ static void remove_or_say(const struct out_dir *dir, const char *name)
 /*
  * The disk bound: the newest --keep folders stay, older ones go oldest first, so DIR holds at
  * most keep complete folders plus the one being written. Folders of earlier runs into the same
- * DIR count too, and an incomplete one (.part-N) is a crashed run's: it goes as well.
+ * DIR count too, and an incomplete one (.part-N) is a killed run's: it goes as well (at the
+ * start, when parts_only).
  */
-static void prune(const struct record *r)
+static void prune(const struct record *r, bool parts_only)
 {
 	const struct out_dir *dir = &r->outdir;
 	char **names = NULL;
@@ -131,7 +132,7 @@ static void prune(const struct record *r)
 
 		if (stale)
 			remove_or_say(dir, de->d_name);
-		if (!is_folder_name(de->d_name))
+		if (parts_only || !is_folder_name(de->d_name))
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -226,7 +227,7 @@ static int close_folder(struct record *r, struct run_summary *run)
 		return 1;
 	}
 	link_latest(&r->outdir, name);
-	prune(r);
+	prune(r, false);
 	return 0;
 }
 
@@ -269,7 +270,7 @@ static void start_first(struct record *r)
 
 int rotate_open_first(struct record *r)
 {
-	prune(r); /* a crashed run's incomplete folder */
+	prune(r, true); /* a killed run's incomplete folder */
 	return open_folder(r);
 }
 
@@ -290,8 +291,11 @@ static int rotate_next(struct record *r)
 	park_outcome_read(r->skel, r->t);
 	folder_summary(r, &run, end * D9_NSEC_PER_SEC, "rotated", cnt, &arm_end);
 	rot->failed |= close_folder(r, &run);
-	/* The next folder counts from here: epochs, samples, counters and arming totals. */
-	collector_new_interval(&r->col, end);
+	/* The next folder counts from here: epochs, samples, counters and arming totals. The
+	 * closed folder's epochs stay one folder longer, so that a sample whose poll outlasted the
+	 * grace (it is submitted when its poll ends) still finds its epoch's cap and slowdown; it
+	 * goes into the next folder with its own epoch. */
+	collector_new_interval(&r->col, rot->first_epoch);
 	arming_trim_log(&r->arm, end);
 	memcpy(rot->counters0, cnt, sizeof(cnt));
 	rot->arm0 = arm_end;
