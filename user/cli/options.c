@@ -12,7 +12,7 @@ const char *argp_program_version = "dial9-bpf " DIAL9_VERSION;
 static const char doc[] =
     "Sample where the tasks of a running Tokio process run and park, under per-worker budgets.\n"
     "\n"
-    "USAGE: dial9-bpf --pid PID [-d SECS] [-o DIR] [-F HZ]\n"
+    "USAGE: dial9-bpf --pid PID [-d SECS] [-o DIR] [-F HZ] [--rotate SECS]\n"
     "       dial9-bpf --cgroup PATH | --container ID [-d SECS] [-o DIR] [-F HZ]\n"
     "       dial9-bpf report DIR\n"
     "\n"
@@ -31,6 +31,7 @@ static const char doc[] =
     "                     # until Ctrl-C, one complete folder per hour in\n"
     "                     # /var/lib/dial9/<UTC start>/, the newest 24 kept,\n"
     "                     # /var/lib/dial9/latest links to the newest\n"
+    "  dial9-bpf report /var/lib/dial9/latest    # the last complete hour\n"
     "  dial9-bpf report /tmp/run1                # summary of a previous run\n"
     "\n"
     "STRIPPED BINARIES (symbols from a separate debug file, build id checked):\n"

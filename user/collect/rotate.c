@@ -175,6 +175,19 @@ static void link_latest(const struct out_dir *dir, const char *name)
 	unlinkat(dir->fd, ".latest.tmp", 0);
 }
 
+/* renameat that never replaces: renameat2's flag where the filesystem has it, else a check
+ * first (DIR is locked, and nobody else may write into it). Returns 0 or -errno. */
+static int rename_new(int dirfd, const char *from, const char *to)
+{
+	if (!renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE))
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (!faccessat(dirfd, to, F_OK, AT_SYMLINK_NOFOLLOW))
+		return -EEXIST;
+	return renameat(dirfd, from, dirfd, to) ? -errno : 0;
+}
+
 /* Renames the complete folder to its stamp (with -N if taken); 0 or -errno. */
 static int commit_folder(struct record *r, uint64_t realtime_ns, char *name, size_t len)
 {
@@ -187,9 +200,7 @@ static int commit_folder(struct record *r, uint64_t realtime_ns, char *name, siz
 			snprintf(name, len, "%s", stamp);
 		else
 			snprintf(name, len, "%s-%d", stamp, i);
-		err = renameat2(r->outdir.fd, r->rot.part, r->outdir.fd, name, RENAME_NOREPLACE)
-			  ? -errno
-			  : 0;
+		err = rename_new(r->outdir.fd, r->rot.part, name);
 	}
 	if (err)
 		fprintf(stderr, "dial9-bpf: failed to rename %s/%s to %s: %s\n", r->outdir.path,
