@@ -2,7 +2,8 @@
 /*
  * A --pid recording, in phases: setup (target, BPF object, outputs, collector), attach (probes,
  * arming thread), loop (read the ring buffer until the run ends), then detach, finish (drain,
- * write the outputs and the exit summary) and free (release whatever was set up).
+ * write the outputs and the exit summary) and free (release whatever was set up). With
+ * --rotate the loop also completes the outputs into a new folder every interval (rotate.c).
  * Flow: target discovery -> BPF sampler on uprobes -> ring buffer -> collector (symbolize,
  * TaskSampleEvents) -> samples.jsonl + metadata.json and the other formats.
  */
