@@ -8,8 +8,9 @@ import signal
 import subprocess
 import time
 
-from harness import (ALWAYS_ARMED, TOOL, Demo, read_metadata, read_samples, remove_tmpdirs,
-                     run_all, run_tool, test, tmpdir, wait_stderr)
+from harness import (ALWAYS_ARMED, TOOL, Demo, check_estimates_probed, estimate_vs_truth,
+                     read_metadata, read_samples, remove_tmpdirs, run_all, run_tool, test,
+                     tmpdir, wait_stderr)
 
 STAMP = r"[0-9]{8}T[0-9]{6}Z"
 FILES = ("samples.jsonl", "perf.data", "profile.pb.gz", "stacks.folded", "flamegraph.svg",
@@ -18,7 +19,7 @@ FILES = ("samples.jsonl", "perf.data", "profile.pb.gz", "stacks.folded", "flameg
 
 def rotated_run(rotate, keep, stop_after, out):
     """Samples the mix demo with --rotate until SIGINT after stop_after seconds of sampling;
-    returns the tool's stderr."""
+    returns the tool's stderr and the demo's seconds (its ground truth)."""
     d = Demo(workers=2, mode="mix")
     log = os.path.join(tmpdir("d9log-rot-"), "stderr")
     try:
@@ -32,6 +33,7 @@ def rotated_run(rotate, keep, stop_after, out):
             time.sleep(stop_after)
             p.send_signal(signal.SIGINT)
             rc = p.wait(60)
+            truth = d.seconds()
         finally:
             if p.poll() is None:
                 p.kill()
@@ -42,7 +44,7 @@ def rotated_run(rotate, keep, stop_after, out):
     with open(log) as f:
         text = f.read()
     assert rc == 0, f"dial9-bpf exited {rc}: {text[-1500:]}"
-    return text
+    return text, truth
 
 
 _later = []
@@ -90,7 +92,7 @@ def check_complete(folder):
 @test
 def keeps_n_complete_back_to_back_folders():
     out = tmpdir("d9out-rot-")
-    err = rotated_run(2, 3, 10.5, out)
+    err, truth = rotated_run(2, 3, 11.5, out)
     fs = folders(out)
     assert len(fs) == 3, f"{len(fs)} folders: {fs}\n{err[-800:]}"
     for f in fs:
@@ -115,14 +117,31 @@ def keeps_n_complete_back_to_back_folders():
     assert min(whole) >= 40, f"samples per whole folder: {whole}"
     dropped = metas[0][0]["rotation"]["index"]
     assert dropped >= 2, f"only {dropped} folders were removed"
+    kinds = folders_estimate(metas, truth)
     return (f"folders {[os.path.basename(f) for f in fs]}, samples {[len(s) for _, s in metas]}, "
-            f"{dropped} removed")
+            f"{dropped} removed; whole epochs of the folders together: {kinds}")
+
+
+def folders_estimate(metas, truth):
+    """The folders' whole epochs taken together estimate what the demo counted in them, as one
+    run would: each folder's weights are those of its own epochs. Within 30%, not the 20% of
+    test_estimates.py: these are 4-6 epochs, not 10 or more."""
+    first = metas[0][0]["rotation"]["first_epoch"]
+    last = metas[-1][0]["sampling_stopped_at_ns"] // 10**9
+    merged = {"sampling_started_at_ns": (first - 1) * 10**9,
+              "sampling_stopped_at_ns": last * 10**9, "workers": []}
+    samples = []
+    for meta, ss in metas:
+        merged["workers"] += meta["workers"]
+        samples += ss
+    epochs, kinds = estimate_vs_truth(samples, merged, truth)
+    return f"{epochs} epochs, " + "; ".join(check_estimates_probed(kinds, tolerance=0.30))
 
 
 @test
 def sigint_completes_the_current_folder():
     out = tmpdir("d9out-rot-int-")
-    rotated_run(600, 2, 2.5, out)
+    rotated_run(600, 2, 2.5, out)[0]
     fs = folders(out)
     assert len(fs) == 1, fs
     meta, samples = check_complete(fs[0])
