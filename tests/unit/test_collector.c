@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The in-window slowdown factor and how sensitive it is to the measured cost of a hit. */
+/* The in-window slowdown factor and how sensitive it is to the measured cost of a hit; the
+ * flushes that cut --rotate folders on epoch boundaries. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
 #include "collector.h"
@@ -81,6 +83,69 @@ static void test_captures_are_lost_time(void **state)
 	assert_true(fabs(collector_slowdown_sensitivity(&g, 5000) - numeric(&g, 5000)) < 1e-3);
 }
 
+/* A writer that notes the epoch of each sample it is given. */
+struct seen {
+	uint64_t epochs[16];
+	size_t n;
+};
+
+static int seen_sample(struct writer *w, const struct task_sample *s)
+{
+	struct seen *v = w->priv;
+
+	if (v->n < 16)
+		v->epochs[v->n++] = s->epoch;
+	return 0;
+}
+
+static void queue(struct collector *c, uint64_t epoch)
+{
+	static struct d9_sample s;
+
+	s = (struct d9_sample){.type = D9_REC_SAMPLE,
+			       .pid = (uint32_t)getpid(),
+			       .tid = (uint32_t)getpid(),
+			       .worker = 1,
+			       .epoch = epoch,
+			       .prob = D9_PROB_ONE,
+			       .idle_end_ns = epoch * D9_NSEC_PER_SEC};
+	assert_int_equal(collector_handle(c, &s, sizeof(s)), 0);
+}
+
+/* A folder ending at epoch 11 gets every sample of epochs before 11 whatever its place in the
+ * queue, none of 11 or later even in a flood, and the queue keeps its order. */
+static void test_flush_stops_at_the_folder_end(void **state)
+{
+	struct seen v = {};
+	struct writer w = {.format = "seen", .priv = &v, .sample = seen_sample};
+	struct collector c;
+
+	(void)state;
+	collector_init(&c, getpid(), &w, 1, NULL, NULL, NULL);
+	c.epoch_limit = 11;
+	queue(&c, 10);
+	queue(&c, 11);
+	queue(&c, 10);
+	queue(&c, 12);
+	collector_flush(&c, UINT64_MAX - D9_NSEC_PER_SEC, false);
+	assert_int_equal(v.n, 1);
+	collector_flush_before(&c, 11);
+	assert_int_equal(v.n, 2);
+	assert_int_equal(v.epochs[1], 10);
+	assert_int_equal(c.npending, 2);
+	queue(&c, 13); /* the tail was kept right */
+	collector_new_interval(&c, 11);
+	assert_int_equal(c.samples_written, 0);
+	assert_int_equal(c.samples_earlier, 2);
+	collector_flush(&c, UINT64_MAX, true);
+	assert_int_equal(v.n, 5);
+	assert_int_equal(v.epochs[2], 11);
+	assert_int_equal(v.epochs[3], 12);
+	assert_int_equal(v.epochs[4], 13);
+	assert_int_equal(c.samples_written, 3);
+	collector_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -88,6 +153,7 @@ int main(void)
 	    cmocka_unit_test(test_no_correction_no_sensitivity),
 	    cmocka_unit_test(test_floored_is_undefined),
 	    cmocka_unit_test(test_captures_are_lost_time),
+	    cmocka_unit_test(test_flush_stops_at_the_folder_end),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,7 +12,7 @@ const char *argp_program_version = "dial9-bpf " DIAL9_VERSION;
 static const char doc[] =
     "Sample where the tasks of a running Tokio process run and park, under per-worker budgets.\n"
     "\n"
-    "USAGE: dial9-bpf --pid PID [-d SECS] [-o DIR] [-F HZ]\n"
+    "USAGE: dial9-bpf --pid PID [-d SECS] [-o DIR] [-F HZ] [--rotate SECS]\n"
     "       dial9-bpf --cgroup PATH | --container ID [-d SECS] [-o DIR] [-F HZ]\n"
     "       dial9-bpf report DIR\n"
     "\n"
@@ -27,6 +27,11 @@ static const char doc[] =
     "                     # each Tokio process in it (and later ones) into\n"
     "                     # /tmp/svc/pid-PID/, a list in /tmp/svc/processes.json\n"
     "  sudo dial9-bpf --container 3f2a9c1b7d4e   # docker/containerd id or prefix\n"
+    "  sudo dial9-bpf --pid 1234 --rotate 3600 --keep 24 -o /var/lib/dial9\n"
+    "                     # until Ctrl-C, one complete folder per hour in\n"
+    "                     # /var/lib/dial9/<UTC start>/, the newest 24 kept,\n"
+    "                     # /var/lib/dial9/latest links to the newest\n"
+    "  dial9-bpf report /var/lib/dial9/latest    # the last complete hour\n"
     "  dial9-bpf report /tmp/run1                # summary of a previous run\n"
     "\n"
     "STRIPPED BINARIES (symbols from a separate debug file, build id checked):\n"
@@ -64,6 +69,8 @@ enum {
 	OPT_SYMBOLS,
 	OPT_DEBUG_DIR,
 	OPT_LONG_POLL_MS,
+	OPT_ROTATE,
+	OPT_KEEP,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -78,6 +85,14 @@ static const struct argp_option argp_opts[] = {
      0},
     {"duration", 'd', "SECS", 0, "Stop after SECS seconds (default: until Ctrl-C)", 0},
     {"output", 'o', "DIR", 0, "Output directory (default: dial9-out)", 0},
+    {"rotate", OPT_ROTATE, "SECS", 0,
+     "Continuous mode: every SECS seconds, a complete set of outputs in DIR/<UTC start>/ "
+     "(each one readable by `dial9-bpf report`), until --duration ends or Ctrl-C",
+     0},
+    {"keep", OPT_KEEP, "N", 0,
+     "With --rotate: keep the newest N folders, removing the oldest once a new one is "
+     "complete (default 24); disk use is at most N + 1 intervals' outputs",
+     0},
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
     {"long-poll-ms", OPT_LONG_POLL_MS, "MS", 0,
      "Write every poll that holds its worker MS or more to long_polls.jsonl, e.g. 10 "
@@ -302,6 +317,18 @@ static error_t parse_output_arg(int key, char *arg, struct options *o)
 	case OPT_NO_TASK_ROOT:
 		o->no_task_root = true;
 		break;
+	case OPT_ROTATE:
+		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_ROTATE_S)
+			bad_usage("invalid --rotate '%s': give seconds per folder from 1 to %llu",
+				  arg, D9_MAX_ROTATE_S);
+		o->rotate_s = v;
+		break;
+	case OPT_KEEP:
+		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_KEEP)
+			bad_usage("invalid --keep '%s': give a number of folders from 1 to %llu",
+				  arg, D9_MAX_KEEP);
+		o->keep = v;
+		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -338,6 +365,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			bad_usage("missing --pid: give the process id of the Tokio program (or "
 				  "--cgroup PATH or --container ID for every Tokio process in a "
 				  "cgroup)");
+		if (o->keep && !o->rotate_s)
+			bad_usage("--keep needs --rotate SECS: give both, or neither");
+		if (o->rotate_s && (o->cgroup_path || o->container_id))
+			bad_usage("--rotate works with --pid only: run one dial9-bpf --pid PID "
+				  "--rotate per process");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -415,5 +447,7 @@ int options_parse(int argc, char **argv, struct options *o)
 		return 2;
 	if (!o->cap_burst)
 		o->cap_burst = 4 * o->per_worker_hz;
+	if (o->rotate_s && !o->keep)
+		o->keep = D9_DEFAULT_KEEP;
 	return 0;
 }

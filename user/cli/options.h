@@ -37,8 +37,13 @@ struct options {
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
-	bool no_task_root;     /* leave out the "task: FUTURE" root frame of every stack */
-	uint64_t long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
+	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
+	uint64_t
+	    long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
+	/* --rotate: one complete output folder per rotate_s seconds in DIR/<start>/, the newest
+	 * `keep` kept (rotate.h); 0 = one set of outputs in DIR. */
+	uint64_t rotate_s;
+	uint64_t keep;
 	/* A stripped target's debug file: --symbols FILE|DIR, --debug-dir (debuginfo.h). */
 	struct debuginfo_opts debuginfo;
 
@@ -52,6 +57,9 @@ struct options {
 #define D9_MAX_HZ 100000ULL
 #define D9_MAX_BURST 1000000ULL
 #define D9_MAX_LONG_POLL_MS 3600000ULL
+#define D9_MAX_ROTATE_S 604800ULL /* a week */
+#define D9_MAX_KEEP 100000ULL
+#define D9_DEFAULT_KEEP 24
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and

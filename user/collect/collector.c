@@ -91,6 +91,7 @@ void collector_init(struct collector *c, int pid, struct writer *writers, size_t
 	c->sym = sym;
 	c->open_epoch = fn;
 	c->open_epoch_ctx = ctx;
+	c->epoch_limit = UINT64_MAX;
 }
 
 struct worker_info *collector_worker(struct collector *c, uint64_t key)
@@ -704,6 +705,21 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	count_sample(c, &ts, w, s);
 }
 
+/* Writes the sample *pp points to and unlinks it; prev is the one before it, or NULL. */
+static void write_pending(struct collector *c, struct pending_sample **pp,
+			  struct pending_sample *prev)
+{
+	struct pending_sample *p = *pp;
+
+	write_sample(c, &p->s, p->raw);
+	*pp = p->next;
+	if (c->tail == p)
+		c->tail = prev;
+	c->npending--;
+	free(p->raw);
+	free(p);
+}
+
 void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 {
 	while (c->head) {
@@ -711,27 +727,63 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 
 		/* Wait for the epoch to end so "capped" is final, unless the queue is so long
 		 * (a flood) that waiting would grow memory without bound. */
-		if (!final && c->npending <= MAX_PENDING &&
-		    (p->s.epoch + 1) * D9_NSEC_PER_SEC + FLUSH_GRACE_NS > now_ns)
+		if (!final && (p->s.epoch >= c->epoch_limit ||
+			       (c->npending <= MAX_PENDING &&
+				(p->s.epoch + 1) * D9_NSEC_PER_SEC + FLUSH_GRACE_NS > now_ns)))
 			break;
-		write_sample(c, &p->s, p->raw);
-		c->head = p->next;
-		if (!c->head)
-			c->tail = NULL;
-		c->npending--;
-		free(p->raw);
-		free(p);
+		write_pending(c, &c->head, NULL);
 	}
 }
 
-void collector_close_epochs(struct collector *c)
+void collector_flush_before(struct collector *c, uint64_t epoch)
+{
+	struct pending_sample **pp = &c->head, *prev = NULL;
+
+	while (*pp) {
+		if ((*pp)->s.epoch < epoch) {
+			write_pending(c, pp, prev);
+			continue;
+		}
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+}
+
+void collector_new_interval(struct collector *c, uint64_t keep_from)
+{
+	for (size_t i = 0; i < c->nworkers; i++) {
+		struct worker_info *w = &c->workers[i];
+		size_t k = 0;
+
+		for (size_t j = 0; j < w->nepochs; j++)
+			if (w->epochs[j].epoch >= keep_from)
+				w->epochs[k++] = w->epochs[j];
+		w->nepochs = k;
+		w->samples = 0;
+	}
+	for (size_t i = 0; i < c->nruntimes; i++)
+		c->runtimes[i].samples = 0;
+	for (size_t i = 0; c->types && i < c->types->n; i++)
+		c->types->v[i].samples = 0;
+	c->samples_earlier += c->samples_written;
+	c->with_stack_earlier += c->samples_with_stack;
+	memset(c->unwind_stops, 0, sizeof(c->unwind_stops));
+	c->samples_dwarf = c->frames_fp = c->frames_dwarf = 0;
+	c->samples_written = c->samples_with_stack = c->samples_stack_errors = 0;
+	c->samples_task_id_ok = 0;
+	est_terms_free(&c->terms);
+	est_terms_free(&c->counted);
+}
+
+void collector_close_epochs(struct collector *c, uint64_t before)
 {
 	for (size_t i = 0; i < c->nworkers; i++) {
 		struct worker_info *w = &c->workers[i];
 		struct d9_worker_state ws;
 		struct epoch_stat *e;
 
-		if (!c->open_epoch || c->open_epoch(c->open_epoch_ctx, w->key, &ws))
+		if (!c->open_epoch || c->open_epoch(c->open_epoch_ctx, w->key, &ws) ||
+		    ws.epoch >= before)
 			continue;
 		e = worker_epoch(w, ws.epoch);
 		if (!e)

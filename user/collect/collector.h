@@ -97,10 +97,15 @@ struct collector {
 
 	struct pending_sample *head, *tail;
 	size_t npending;
+	/* Samples of this epoch or later wait (even in a flood) for the next output folder
+	 * (--rotate); UINT64_MAX otherwise. */
+	uint64_t epoch_limit;
 
 	struct est_terms terms;	  /* the estimates' variance terms, for metadata */
 	struct est_terms counted; /* the same of the in-window resume counts (resume_counts.c) */
 	uint64_t counts_drained;  /* resume_counts entries read */
+	/* Written into earlier output folders (--rotate), for the run's status and summary. */
+	uint64_t samples_earlier, with_stack_earlier;
 	uint64_t samples_written;
 	uint64_t samples_with_stack;
 	uint64_t samples_stack_errors;
@@ -124,8 +129,14 @@ void collector_init(struct collector *c, int pid, struct writer *writers, size_t
 int collector_handle(void *ctx, void *data, size_t size);
 /* Writes every sample whose epoch ended before now_ns (monotonic); all of them if final. */
 void collector_flush(struct collector *c, uint64_t now_ns, bool final);
-/* Adds each worker's open epoch from the map (call once at the end). */
-void collector_close_epochs(struct collector *c);
+/* Writes every pending sample of an epoch before `epoch`, whatever its place in the queue
+ * (--rotate: the folder ending at that epoch gets them all). */
+void collector_flush_before(struct collector *c, uint64_t epoch);
+/* Adds each worker's open epoch from the map if it is before `before` (UINT64_MAX: at the end). */
+void collector_close_epochs(struct collector *c, uint64_t before);
+/* Starts the counts of a new output folder (--rotate): the samples, unwind and estimate
+ * figures restart from zero and the epochs before keep_from are forgotten. */
+void collector_new_interval(struct collector *c, uint64_t keep_from);
 struct worker_info *collector_worker(struct collector *c, uint64_t key);
 /* A worker found running at the attach, in tid's Tokio thread-local context (worker_tls.c). */
 void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid);

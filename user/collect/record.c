@@ -2,7 +2,8 @@
 /*
  * A --pid recording, in phases: setup (target, BPF object, outputs, collector), attach (probes,
  * arming thread), loop (read the ring buffer until the run ends), then detach, finish (drain,
- * write the outputs and the exit summary) and free (release whatever was set up).
+ * write the outputs and the exit summary) and free (release whatever was set up). With
+ * --rotate the loop also completes the outputs into a new folder every interval (rotate.c).
  * Flow: target discovery -> BPF sampler on uprobes -> ring buffer -> collector (symbolize,
  * TaskSampleEvents) -> samples.jsonl + metadata.json and the other formats.
  */
@@ -35,7 +36,9 @@
 #include "out_dir.h"
 #include "privs.h"
 #include "record.h"
+#include "record_int.h"
 #include "resume_counts.h"
+#include "rotate.h"
 #include "sampler.skel.h"
 #include "symbolize.h"
 #include "target.h"
@@ -61,37 +64,6 @@
  * idle loader wakes as seldom as the run's end and the status line allow. */
 #define RB_PERIOD_MS 100
 #define RB_IDLE_PERIOD_MS 1000
-
-struct rb_slice {
-	struct collector *col;
-	const struct arming *arm;
-	uint64_t deadline_ns;
-	unsigned int n;
-};
-
-/* Everything one recording holds, from setup to free. */
-struct record {
-	struct options *o;
-	struct target *t;
-	struct sampler_bpf *skel;
-	struct attachment links;
-	struct bpf_link *exec_link;
-	struct bpf_link *lp_link;
-	struct long_polls lp;
-	struct arming arm;
-	struct run_summary run;
-	struct worker_tls wtls;
-	struct ring_buffer *rb;
-	struct rb_slice slice;
-	struct symbolizer *sym;
-	struct collector col;
-	struct task_types types;
-	struct out_dir outdir;
-	struct writer writers[8];
-	size_t nwriters;
-	bool dir_created, running, tty;
-	int pidfd;
-};
 
 static volatile sig_atomic_t exiting;
 static bool libbpf_verbose;
@@ -151,7 +123,7 @@ static int read_open_epoch(void *ctx, uint64_t worker, struct d9_worker_state *o
 				    0);
 }
 
-static void read_counters(struct sampler_bpf *skel, uint64_t out[D9_CNT_MAX])
+void record_read_counters(struct sampler_bpf *skel, uint64_t out[D9_CNT_MAX])
 {
 	int ncpu = libbpf_num_possible_cpus();
 	uint64_t vals[ncpu > 0 ? ncpu : 1];
@@ -171,7 +143,7 @@ static void print_status(struct collector *c, struct sampler_bpf *skel, double e
 {
 	uint64_t cnt[D9_CNT_MAX];
 
-	read_counters(skel, cnt);
+	record_read_counters(skel, cnt);
 	fprintf(stderr, "%sdial9-bpf: %.0fs", tty ? "\r\033[K" : "", elapsed);
 	for (size_t i = 0; i < c->nworkers && i < 16; i++) {
 		fprintf(stderr, " w%d %.1f/s", c->workers[i].index,
@@ -179,7 +151,8 @@ static void print_status(struct collector *c, struct sampler_bpf *skel, double e
 		c->workers[i].samples_window = 0;
 	}
 	fprintf(stderr, " | samples %" PRIu64 " | drops %" PRIu64 "%s",
-		c->samples_written + c->npending, cnt[D9_CNT_RB_DROPS], tty ? "" : "\n");
+		c->samples_earlier + c->samples_written + c->npending, cnt[D9_CNT_RB_DROPS],
+		tty ? "" : "\n");
 }
 
 static int read_timeout_ms(const struct arming *a, uint64_t now, uint64_t end_ns,
@@ -308,6 +281,20 @@ static int finish_writers(const struct options *o, const struct target *t, struc
 	return failed || col->write_errors;
 }
 
+int record_write_outputs(struct record *r, const struct out_dir *d, struct run_summary *run)
+{
+	int err = 0;
+
+	if (finish_writers(r->o, r->t, r->sym, &r->col, run, r->writers, r->nwriters))
+		err = 1;
+	r->nwriters = r->col.nwriters = 0;
+	if (long_polls_finish(&r->lp))
+		err = 1;
+	if (metadata_write(d, r->o, r->t, &r->col, run))
+		err = 1;
+	return err;
+}
+
 /* Sampler parameters the BPF program reads as constants: set between open and load. */
 static void configure_bpf(struct record *r)
 {
@@ -375,25 +362,29 @@ static int setup_bpf(struct record *r)
 	return 0;
 }
 
-/* The output directory and one writer per --format. */
-static int setup_outputs(struct record *r)
+int record_open_outputs(struct record *r, const struct out_dir *d)
 {
-	const struct options *o = r->o;
-	int err;
+	int err = open_writers(r->o, d, r->writers, &r->nwriters);
 
-	if (out_dir_open(&r->outdir, o->output_dir, &r->dir_created))
-		return 1;
-	err = open_writers(o, &r->outdir, r->writers, &r->nwriters);
 	if (!err)
-		err = long_polls_open(&r->lp, &r->outdir);
+		err = long_polls_open(&r->lp, d);
 	if (err) {
 		fprintf(stderr,
 			"dial9-bpf: failed to create output in '%s': %s: give a writable "
 			"--output directory\n",
-			o->output_dir, strerror(-err));
+			d->path, strerror(-err));
 		return 1;
 	}
+	r->col.nwriters = r->nwriters;
 	return 0;
+}
+
+/* The output directory and one writer per --format (in its first folder with --rotate). */
+static int setup_outputs(struct record *r)
+{
+	if (out_dir_open(&r->outdir, r->o->output_dir, &r->dir_created))
+		return 1;
+	return r->o->rotate_s ? rotate_open_first(r) : record_open_outputs(r, &r->outdir);
 }
 
 /* What turns ring-buffer records into samples: symbolizer, task types, unwinder, collector. */
@@ -574,7 +565,7 @@ static int read_records(struct record *r)
 		if (!arming_window_open(&r->arm)) {
 			collector_flush(&r->col, mono_ns(), false);
 			resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts),
-					    mono_ns(), false);
+					    mono_ns() / D9_NSEC_PER_SEC - RESUME_COUNTS_AGE);
 		}
 	}
 	return err;
@@ -637,6 +628,11 @@ static void record_loop(struct record *r)
 		}
 		if (end_ns && now >= end_ns)
 			break;
+		/* Not after a read cut short: records of the closing epochs may still wait. */
+		if (err != RB_SLICE_OVER && rotate_if_due(r, now)) {
+			r->run.stop_reason = "error";
+			break;
+		}
 		if (!o->quiet && now - last_status >= status_every * D9_NSEC_PER_SEC) {
 			print_status(&r->col, r->skel, (now - r->run.started_ns) / 1e9,
 				     (now - last_status) / 1e9, r->tty);
@@ -675,8 +671,9 @@ static void print_summary(struct record *r)
 		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples from %zu workers "
 		"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
 		" ring-buffer drops; wrote %s/\n",
-		run->stop_reason, (run->stopped_ns - run->started_ns) / 1e9, r->col.samples_written,
-		r->col.nworkers, r->col.samples_with_stack, run->counters[D9_CNT_POLLS],
+		run->stop_reason, (run->stopped_ns - run->started_ns) / 1e9,
+		r->col.samples_earlier + r->col.samples_written, r->col.nworkers,
+		r->col.with_stack_earlier + r->col.samples_with_stack, run->counters[D9_CNT_POLLS],
 		run->counters[D9_CNT_RB_DROPS], o->output_dir);
 	print_overhead(&r->arm, o, &r->col, run);
 }
@@ -685,26 +682,19 @@ static void print_summary(struct record *r)
  * Returns the exit code. */
 static int record_finish(struct record *r)
 {
-	int err = 0;
+	int err;
 
 	r->run.stopped_ns = mono_ns();
 	r->slice.deadline_ns = UINT64_MAX; /* probes are gone: the rest is finite */
 	ring_buffer__consume(r->rb);
-	read_counters(r->skel, r->run.counters);
+	record_read_counters(r->skel, r->run.counters);
 	park_outcome_read(r->skel, r->t);
-	collector_close_epochs(&r->col);
+	collector_close_epochs(&r->col, UINT64_MAX);
 	collector_flush(&r->col, UINT64_MAX, true);
-	if (resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts), 0, true))
-		err = 1;
-	if (finish_writers(r->o, r->t, r->sym, &r->col, &r->run, r->writers, r->nwriters))
-		err = 1;
-	r->nwriters = 0;
-	if (long_polls_finish(&r->lp))
-		err = 1;
+	resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts), UINT64_MAX);
 	r->run.long_polls = &r->lp;
 	r->run.arming = &r->arm;
-	if (metadata_write(&r->outdir, r->o, r->t, &r->col, &r->run))
-		err = 1;
+	err = r->o->rotate_s ? rotate_finish(r) : record_write_outputs(r, &r->outdir, &r->run);
 	if (!r->o->quiet)
 		print_summary(r);
 	return err;
@@ -718,6 +708,7 @@ static void record_free(struct record *r)
 	if (r->lp.open)
 		out_file_discard(&r->lp.out);
 	json_buf_free(&r->lp.line);
+	rotate_free(r);
 	if (!r->running && r->dir_created)
 		rmdir(r->o->output_dir);
 	out_dir_close(&r->outdir);

@@ -12,7 +12,8 @@
  * which the variance terms (count_terms in metadata.json) carry as estimate_terms do.
  *
  * Entries are read and deleted once their epoch is as old as the samples the collector writes
- * (so the correction uses the same closed-epoch view), and all of them at the end.
+ * (so the correction uses the same closed-epoch view), those of a folder's epochs at its
+ * handover (--rotate), and all of them at the end.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,9 +25,6 @@
 
 /* Read per drain at most: the map holds 16384; the rest waits for the next drain. */
 #define DRAIN_MAX 16384
-/* As collector_flush's grace: the epoch's record has come or the worker is idle. */
-#define DRAIN_AGE_EPOCHS 2
-
 struct drained {
 	struct d9_count_key k;
 	struct d9_count_val v;
@@ -44,8 +42,8 @@ static int by_cell(const void *a, const void *b)
 	return x->vtable < y->vtable ? -1 : x->vtable > y->vtable;
 }
 
-/* Reads and deletes the entries of epochs before `before` (all when final) into v. */
-static size_t take(int fd, uint64_t before, bool final, struct drained *v)
+/* Reads and deletes the entries of epochs before `before` into v. */
+static size_t take(int fd, uint64_t before, struct drained *v)
 {
 	struct d9_count_key key, next, *prev = NULL;
 	struct d9_count_key *keys = malloc(DRAIN_MAX * sizeof(*keys));
@@ -54,7 +52,7 @@ static size_t take(int fd, uint64_t before, bool final, struct drained *v)
 	if (!keys)
 		return 0;
 	while (n < DRAIN_MAX && !bpf_map_get_next_key(fd, prev, &next)) {
-		if (final || next.epoch < before)
+		if (next.epoch < before)
 			keys[n++] = next;
 		key = next;
 		prev = &key;
@@ -81,10 +79,8 @@ static void add_count(struct collector *c, const struct drained *d)
 		c->write_errors++;
 }
 
-int resume_counts_drain(struct collector *c, int fd, uint64_t now_ns, bool final)
+int resume_counts_drain(struct collector *c, int fd, uint64_t before)
 {
-	uint64_t now_epoch = now_ns / D9_NSEC_PER_SEC;
-	uint64_t before = now_epoch > DRAIN_AGE_EPOCHS ? now_epoch - DRAIN_AGE_EPOCHS : 0;
 	struct drained *v;
 	size_t n;
 
@@ -94,13 +90,13 @@ int resume_counts_drain(struct collector *c, int fd, uint64_t now_ns, bool final
 	if (!v)
 		return -ENOMEM;
 	do {
-		n = take(fd, before, final, v);
+		n = take(fd, before, v);
 		/* Cells in order, so that a window's counts of one type meet in one cell. */
 		qsort(v, n, sizeof(*v), by_cell);
 		for (size_t i = 0; i < n; i++)
 			add_count(c, &v[i]);
 		c->counts_drained += n;
-	} while (final && n == DRAIN_MAX);
+	} while (n == DRAIN_MAX);
 	free(v);
 	return 0;
 }

@@ -74,7 +74,7 @@ static const char *num_or_null(char *buf, size_t len, double x)
 	return buf;
 }
 
-static void write_workers(FILE *f, const struct collector *c)
+static void write_workers(FILE *f, const struct collector *c, const struct run_summary *r)
 {
 	fputs("  \"workers\": [", f);
 	for (size_t i = 0; i < c->nworkers; i++) {
@@ -98,11 +98,13 @@ static void write_workers(FILE *f, const struct collector *c)
 					? (double)w->woken_chain_ns / (double)w->woken_cycle_ns
 					: NAN));
 		fputs(",\n     \"epochs\": [", f);
-		for (size_t j = 0; j < w->nepochs; j++) {
+		for (size_t j = 0, n = 0; j < w->nepochs; j++) {
 			const struct epoch_stat *e = &w->epochs[j];
 			double x = collector_slowdown_sensitivity(&e->gate, c->hit_cost_ns);
 			char sens[32];
 
+			if (!run_has_epoch(r, e->epoch))
+				continue;
 			fprintf(
 			    f,
 			    "%s\n       {\"epoch\": %" PRIu64 ", \"eligible\": %" PRIu64
@@ -114,7 +116,7 @@ static void write_workers(FILE *f, const struct collector *c)
 			    "\"window_capture_ms\": %.3f, "
 			    "\"window_slowdown\": %.4f, \"window_cost_sensitivity\": %s, "
 			    "\"window_woken_chain_share\": %s}",
-			    j ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
+			    n++ ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
 			    (double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
 			    e->calibrating ? "true" : "false", e->open ? "false" : "true",
 			    (uint64_t)e->gate.hits, e->gate.busy_ns / 1e6, e->gate.idle_ns / 1e6,
@@ -190,6 +192,35 @@ static void write_probes(FILE *f, const struct target *t, const struct run_summa
 	fputs("]},\n", f);
 }
 
+double tool_cpu_s(void)
+{
+	struct rusage ru = {};
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* The arming totals of the run summary's part of the run: all of it, or one --rotate folder. */
+static void overhead_totals(const struct arming *a, const struct run_summary *r,
+			    struct arming_totals *d)
+{
+	const struct arming_totals *b = r->arming_base;
+
+	if (r->arming_end)
+		*d = *r->arming_end;
+	else
+		arming_totals_locked(a, d);
+	if (!b)
+		return;
+	d->windows -= b->windows;
+	d->armed_ns -= b->armed_ns;
+	d->attach_ns -= b->attach_ns;
+	d->probe_cpu_ns -= b->probe_cpu_ns;
+	d->target_cpu_ns -= b->target_cpu_ns;
+	d->tool_cpu_ns -= b->tool_cpu_ns;
+}
+
 static void write_overhead(FILE *f, const struct options *o, const struct collector *c,
 			   const struct run_summary *r)
 {
@@ -197,10 +228,12 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
+	struct arming_totals d;
 	struct rusage ru = {};
 
 	getrusage(RUSAGE_SELF, &ru);
 	pthread_mutex_lock(&a->lock);
+	overhead_totals(a, r, &d);
 	fprintf(
 	    f,
 	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
@@ -220,29 +253,46 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    a->cost.xol_measured ? num_or_null(xol, sizeof(xol), a->cost.xol_ns) : "null",
 	    a->cost.measured ? "true" : "false", a->bpf_run_ns,
 	    a->target_hit_ns > 0 ? num_or_null(tgt, sizeof(tgt), a->target_hit_ns) : "null",
-	    a->lean_windows, arming_hit_cost_ns_locked(a), a->windows, a->kept_probes,
+	    a->lean_windows, arming_hit_cost_ns_locked(a), d.windows, a->kept_probes,
 	    a->kept_rebuilds, a->kept_hits, a->kept_evictions,
-	    run_s > 0 ? (double)a->armed_ns / 1e9 / run_s : 0, (double)a->attach_ns / 1e6,
-	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)a->target_cpu_ns / 1e9,
-	    (double)a->probe_cpu_ns / 1e9, (double)a->tool_cpu_ns / 1e9,
-	    a->target_cpu_ns > a->probe_cpu_ns
-		? 100.0 * (double)(a->probe_cpu_ns + a->tool_cpu_ns) /
-		      (double)(a->target_cpu_ns - a->probe_cpu_ns)
-		: 0.0,
-	    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-		(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-	    ru.ru_maxrss, num_or_null(sens, sizeof(sens), collector_sensitivity_median(c)));
-	for (size_t i = 0; i < a->nlog; i++)
+	    run_s > 0 ? (double)d.armed_ns / 1e9 / run_s : 0, (double)d.attach_ns / 1e6,
+	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)d.target_cpu_ns / 1e9,
+	    (double)d.probe_cpu_ns / 1e9, (double)d.tool_cpu_ns / 1e9,
+	    d.target_cpu_ns > d.probe_cpu_ns ? 100.0 * (double)(d.probe_cpu_ns + d.tool_cpu_ns) /
+						   (double)(d.target_cpu_ns - d.probe_cpu_ns)
+					     : 0.0,
+	    tool_cpu_s() - r->tool_cpu_s0, ru.ru_maxrss,
+	    num_or_null(sens, sizeof(sens), collector_sensitivity_median(c)));
+	for (size_t i = 0, n = 0; i < a->nlog; i++) {
+		if (!run_has_epoch(r, a->log[i].epoch))
+			continue;
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
 			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\"}",
-			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
+			n++ ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
 			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			a->log[i].duty >= 1.0  ? "always"
 			: a->log[i].by_samples ? "samples"
 					       : "budget");
+	}
 	fputs("]},\n", f);
 	pthread_mutex_unlock(&a->lock);
+}
+
+/* Where a --rotate folder sits in its run: its epochs and the run's start. */
+static void write_rotation(FILE *f, const struct run_summary *r)
+{
+	if (!r->rotate_s)
+		return;
+	fprintf(f,
+		"  \"rotation\": {\"interval_s\": %" PRIu64 ", \"index\": %" PRIu64
+		", \"first_epoch\": %" PRIu64 ", \"end_epoch\": ",
+		r->rotate_s, r->interval, r->epoch_lo);
+	if (r->epoch_hi)
+		fprintf(f, "%" PRIu64, r->epoch_hi);
+	else
+		fputs("null", f);
+	fprintf(f, ", \"run_started_at_ns\": %" PRIu64 "},\n", r->run_started_ns);
 }
 
 /* Each task type: its vtable, the future it runs and how that was named. */
@@ -345,6 +395,7 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		r->started_ns, r->stopped_ns, r->started_realtime_ns);
 	json_str(f, r->stop_reason);
 	fprintf(f, ",\n  \"worker_detection\": \"%s\",\n", worker_detection(c));
+	write_rotation(f, r);
 	if (r->worker_tls) {
 		fputs("  \"worker_tls\": ", f);
 		worker_tls_write_json(f, r->worker_tls);
@@ -363,7 +414,7 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	fputs(",\n", f);
 	if (r->arming)
 		write_overhead(f, o, c, r);
-	write_workers(f, c);
+	write_workers(f, c, r);
 	write_runtimes(f, c);
 	fputs("  \"counters\": {", f);
 	for (int i = 0; i < D9_CNT_MAX; i++)

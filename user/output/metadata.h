@@ -3,6 +3,7 @@
 #ifndef D9_METADATA_H
 #define D9_METADATA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "dial9_bpf.h"
 
@@ -28,7 +29,23 @@ struct run_summary {
 	struct arming *arming;
 	const struct worker_tls *worker_tls; /* workers found at the attach, or NULL */
 	const struct long_polls *long_polls; /* or NULL */
+	/* One folder of --rotate (rotate_s > 0): the epochs [epoch_lo, epoch_hi) of the run
+	 * (epoch_hi 0: to its end), the arming totals at the folder's start and end (NULL: now)
+	 * and the tool's CPU seconds at its start, its place in the run. */
+	uint64_t rotate_s, interval, run_started_ns;
+	uint64_t epoch_lo, epoch_hi;
+	const struct arming_totals *arming_base, *arming_end;
+	double tool_cpu_s0;
 };
+
+/* Whether epoch belongs to the run summary's part of the run. */
+static inline bool run_has_epoch(const struct run_summary *r, uint64_t epoch)
+{
+	return epoch >= r->epoch_lo && (!r->epoch_hi || epoch < r->epoch_hi);
+}
+
+/* The tool's CPU seconds so far (user + system). */
+double tool_cpu_s(void);
 
 struct out_dir;
 

@@ -500,6 +500,31 @@ double arming_hit_cost_ns(struct arming *a)
 	return c;
 }
 
+void arming_totals_locked(const struct arming *a, struct arming_totals *t)
+{
+	*t = (struct arming_totals){a->windows,	     a->armed_ns,      a->attach_ns,
+				    a->probe_cpu_ns, a->target_cpu_ns, a->tool_cpu_ns};
+}
+
+void arming_read_totals(struct arming *a, struct arming_totals *t)
+{
+	pthread_mutex_lock(&a->lock);
+	arming_totals_locked(a, t);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void arming_trim_log(struct arming *a, uint64_t epoch)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->nlog; i++)
+		if (a->log[i].epoch >= epoch)
+			a->log[k++] = a->log[i];
+	a->nlog = k;
+	pthread_mutex_unlock(&a->lock);
+}
+
 /*
  * What a hit costs inside the target, from all windows so far: busy time per poll is
  * b = u + h x c in a sampling window and in a lean one alike (u, the target's own work per poll;

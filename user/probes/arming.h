@@ -105,6 +105,12 @@ struct arming {
 	size_t nlog, caplog;
 };
 
+/* The run's running totals: a part of the run (an output folder of --rotate) reports the
+ * differences of two readings. */
+struct arming_totals {
+	uint64_t windows, armed_ns, attach_ns, probe_cpu_ns, target_cpu_ns, tool_cpu_ns;
+};
+
 /* Attaches once (checks the probes work) and starts the arming thread. */
 int arming_start(struct arming *a);
 /* Stops the thread and removes every armed probe. Idempotent. */
@@ -115,6 +121,12 @@ void arming_free(struct arming *a);
 double arming_hit_cost_ns(struct arming *a);
 /* The same, with a->lock held by the caller. */
 double arming_hit_cost_ns_locked(const struct arming *a);
+/* The totals now; the _locked one with a->lock held by the caller. */
+void arming_read_totals(struct arming *a, struct arming_totals *t);
+void arming_totals_locked(const struct arming *a, struct arming_totals *t);
+/* Forgets the per-epoch log before `epoch` (--rotate: an earlier folder has it), so that a
+ * run without end keeps a bounded log. */
+void arming_trim_log(struct arming *a, uint64_t epoch);
 /* Whether a window is open now: the loader should not compete with the target for CPU. */
 static inline bool arming_window_open(const struct arming *a)
 {

@@ -63,7 +63,8 @@ void report_free(struct report *r)
 static int load_metadata(struct report *r, const char *path)
 {
 	static const char fix[] = "give the --output directory of a finished dial9-bpf run "
-				  "(metadata.json is written when the run ends)";
+				  "(metadata.json is written when the run ends), or with --rotate "
+				  "one of its folders, such as DIR/latest";
 	char err[512];
 	off_t size = 0;
 	size_t n;
