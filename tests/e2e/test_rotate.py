@@ -83,6 +83,9 @@ def check_complete(folder):
         for e in w["epochs"]:
             assert e["epoch"] >= lo and (hi is None or e["epoch"] < hi), \
                 f"{folder}: worker epoch {e['epoch']} outside [{lo}, {hi})"
+    for c in meta["count_terms"]:
+        assert c["epoch"] >= lo and (hi is None or c["epoch"] < hi), \
+            f"{folder}: resume counts of epoch {c['epoch']} outside [{lo}, {hi})"
     p = subprocess.run([TOOL, "report", folder], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, f"report {folder} exited {p.returncode}: {p.stderr[-800:]}"
     assert f"{len(samples)} written" in p.stdout, p.stdout[-800:]
