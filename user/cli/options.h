@@ -21,6 +21,20 @@ enum d9_format {
 	D9_FMT_ALL = (1 << 5) - 1,
 };
 
+/* --push and its companions (user/push/push.h). */
+#define D9_PUSH_MAX_LIST 16
+struct push_opts {
+	const char *url;		      /* --push: the server's base URL; NULL: off */
+	unsigned int interval_s;	      /* --push-interval */
+	const char *service;		      /* --service; NULL: the target's executable name */
+	const char *labels[D9_PUSH_MAX_LIST]; /* --label k=v */
+	size_t nlabels;
+	const char *headers[D9_PUSH_MAX_LIST]; /* --push-header 'K: V' */
+	size_t nheaders;
+	uint64_t spool_mb;     /* --spool-mb */
+	const char *spool_dir; /* --spool-dir; NULL: OUTPUT/push-spool */
+};
+
 struct options {
 	enum d9_command command;
 	int pid;
@@ -37,14 +51,17 @@ struct options {
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
-	bool no_task_root;     /* leave out the "task: FUTURE" root frame of every stack */
-	uint64_t long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
+	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
+	uint64_t
+	    long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
 	/* A stripped target's debug file: --symbols FILE|DIR, --debug-dir (debuginfo.h). */
 	struct debuginfo_opts debuginfo;
 
 	/* Supervisor mode (cgroup_watch.c) instead of --pid: every Tokio process in a cgroup. */
 	const char *cgroup_path;  /* --cgroup */
 	const char *container_id; /* --container: the cgroup found from /proc/PID/cgroup lines */
+
+	struct push_opts push;
 };
 
 /* Largest per-worker rate accepted: beyond this a sample per eligible transition is the
@@ -52,6 +69,8 @@ struct options {
 #define D9_MAX_HZ 100000ULL
 #define D9_MAX_BURST 1000000ULL
 #define D9_MAX_LONG_POLL_MS 3600000ULL
+#define D9_MAX_PUSH_INTERVAL 3600
+#define D9_MAX_SPOOL_MB 1048576ULL
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and

@@ -34,6 +34,7 @@
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
+#include "push.h"
 #include "record.h"
 #include "sampler.skel.h"
 #include "symbolize.h"
@@ -88,6 +89,8 @@ struct record {
 	struct out_dir outdir;
 	struct writer writers[8];
 	size_t nwriters;
+	struct writer *push; /* --push: also in writers; NULL when off */
+	struct push_stats push_stats;
 	bool dir_created, running, tty;
 	int pidfd;
 };
@@ -392,6 +395,12 @@ static int setup_outputs(struct record *r)
 			o->output_dir, strerror(-err));
 		return 1;
 	}
+	/* Last: its finish waits for the server, after the local outputs are complete. */
+	if (o->push.url) {
+		if (push_writer_open(o, r->t, &r->outdir, &r->push_stats, &r->writers[r->nwriters]))
+			return 1;
+		r->push = &r->writers[r->nwriters++];
+	}
 	return 0;
 }
 
@@ -626,6 +635,9 @@ static void record_loop(struct record *r)
 			break;
 		now = mono_ns();
 		long_polls_learn(&r->lp, r->skel, now);
+		/* Only what an interval's profile tables need. */
+		push_tick(r->push, &(struct run_context){.opts = o, .target = r->t, .sym = r->sym},
+			  now);
 		why = must_stop(r);
 		if (why) {
 			r->run.stop_reason = why;
@@ -692,6 +704,7 @@ static int record_finish(struct record *r)
 	collector_flush(&r->col, UINT64_MAX, true);
 	if (finish_writers(r->o, r->t, r->sym, &r->col, &r->run, r->writers, r->nwriters))
 		err = 1;
+	r->run.push = r->push ? &r->push_stats : NULL;
 	r->nwriters = 0;
 	if (long_polls_finish(&r->lp))
 		err = 1;

@@ -12,6 +12,7 @@ struct collector;
 struct arming;
 struct worker_tls;
 struct long_polls;
+struct push_stats;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -28,6 +29,7 @@ struct run_summary {
 	struct arming *arming;
 	const struct worker_tls *worker_tls; /* workers found at the attach, or NULL */
 	const struct long_polls *long_polls; /* or NULL */
+	const struct push_stats *push;	     /* --push, or NULL */
 };
 
 struct out_dir;
