@@ -50,7 +50,8 @@ struct pusher {
 	struct push_sender *snd;
 	int64_t real_off_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC */
 	char *name_q;	     /* the name parameter, URL-encoded */
-	struct push_interval open[PUSH_OPEN_MAX];
+	/* On the heap: an open memstream keeps the addresses of buf and len. */
+	struct push_interval *open[PUSH_OPEN_MAX];
 	size_t nopen;
 	uint64_t closed;
 	bool enc_failed;
@@ -63,36 +64,37 @@ static void interval_free(struct push_interval *iv)
 	if (iv->mem)
 		fclose(iv->mem);
 	free(iv->buf);
-	memset(iv, 0, sizeof(*iv));
+	free(iv);
 }
 
 /* Opens the interval starting at from_s (the next after the last open one when 0). */
 static void interval_start(struct pusher *p, uint64_t from_s)
 {
-	struct push_interval *iv = &p->open[p->nopen];
 	unsigned int every = p->o->push.interval_s;
+	struct push_interval *iv;
 
-	if (p->nopen == PUSH_OPEN_MAX)
+	if (p->nopen == PUSH_OPEN_MAX || !(iv = calloc(1, sizeof(*iv))))
 		return;
-	memset(iv, 0, sizeof(*iv));
-	iv->from_s = from_s ? from_s : p->open[p->nopen - 1].until_s;
+	iv->from_s = from_s ? from_s : p->open[p->nopen - 1]->until_s;
 	iv->until_s = (iv->from_s / every + 1) * every;
 	iv->from_ns = iv->from_s * D9_NSEC_PER_SEC - p->real_off_ns;
 	iv->until_ns = iv->until_s * D9_NSEC_PER_SEC - p->real_off_ns;
 	iv->mem = open_memstream(&iv->buf, &iv->len);
 	iv->enc = iv->mem ? pprof_profile_new(iv->mem, true) : NULL;
-	p->nopen++;
+	p->open[p->nopen++] = iv;
 }
 
 static int push_sample(struct writer *w, const struct task_sample *s)
 {
 	struct pusher *p = w->priv;
-	struct push_interval *iv = &p->open[0];
+	struct push_interval *iv = p->open[0];
 
+	if (!iv)
+		return -ENOMEM;
 	if (s->timestamp_ns < iv->from_ns && p->closed)
 		p->st->late_samples++;
-	for (size_t i = 1; i < p->nopen && s->timestamp_ns >= p->open[i].from_ns; i++)
-		iv = &p->open[i];
+	for (size_t i = 1; i < p->nopen && s->timestamp_ns >= p->open[i]->from_ns; i++)
+		iv = p->open[i];
 	iv->samples++;
 	return iv->enc ? pprof_profile_sample(iv->enc, s) : -ENOMEM;
 }
@@ -143,7 +145,7 @@ static struct push_item *build_item(struct pusher *p, const struct push_interval
 /* Encodes the oldest open interval's tables and hands it to the sender. */
 static void interval_close(struct pusher *p, const struct run_context *rc)
 {
-	struct push_interval *iv = &p->open[0];
+	struct push_interval *iv = p->open[0];
 	struct run_context irc = *rc;
 	struct push_item *it = NULL;
 	int err = -ENOMEM;
@@ -182,9 +184,9 @@ void push_tick(struct writer *w, const struct run_context *rc, uint64_t now)
 	if (!w)
 		return;
 	p = w->priv;
-	while (p->nopen < PUSH_OPEN_MAX && now >= p->open[p->nopen - 1].until_ns)
+	while (p->nopen < PUSH_OPEN_MAX && now >= p->open[p->nopen - 1]->until_ns)
 		interval_start(p, 0);
-	while (p->nopen > 1 && now >= p->open[0].until_ns + PUSH_LAG_NS)
+	while (p->nopen > 1 && now >= p->open[0]->until_ns + PUSH_LAG_NS)
 		interval_close(p, rc);
 }
 
@@ -195,10 +197,10 @@ static int push_finish(struct writer *w, const struct run_context *rc)
 	uint64_t stop_s =
 	    (rc->stopped_ns + (uint64_t)p->real_off_ns + D9_NSEC_PER_SEC - 1) / D9_NSEC_PER_SEC;
 
-	while (p->nopen < PUSH_OPEN_MAX && rc->stopped_ns >= p->open[p->nopen - 1].until_ns)
+	while (p->nopen < PUSH_OPEN_MAX && rc->stopped_ns >= p->open[p->nopen - 1]->until_ns)
 		interval_start(p, 0);
 	/* The last interval ends with the run, on a whole second. */
-	last = &p->open[p->nopen - 1];
+	last = p->open[p->nopen - 1];
 	if (stop_s < last->until_s) {
 		last->until_s = stop_s > last->from_s ? stop_s : last->from_s + 1;
 		last->until_ns = last->until_s * D9_NSEC_PER_SEC - p->real_off_ns;
@@ -219,7 +221,7 @@ static void push_abort(struct writer *w)
 
 	push_sender_stop(p->snd, 0);
 	while (p->nopen)
-		interval_free(&p->open[--p->nopen]);
+		interval_free(p->open[--p->nopen]);
 	curl_free(p->name_q);
 	free(p);
 	w->priv = NULL;
@@ -284,6 +286,12 @@ int push_writer_open(const struct options *o, const struct target *t, const stru
 		return err;
 	}
 	interval_start(p, now_ns(CLOCK_REALTIME) / D9_NSEC_PER_SEC);
+	if (!p->nopen) {
+		push_sender_stop(p->snd, 0);
+		curl_free(p->name_q);
+		free(p);
+		return -ENOMEM;
+	}
 	w->priv = p;
 	w->format = "push";
 	w->sample = push_sample;
