@@ -66,7 +66,7 @@ static bool pod_uid_in(const char *c, const char *end, char *pod, size_t plen)
 		size_t n = 0;
 
 		p = u;
-		if (u != c + 3 && u[-4] != '-' && u[-4] != '_')
+		if (u != c + 3 && !strchr("/-_", u[-4]))
 			continue;
 		while (u + n < end && n < UID_LEN && (is_hex(u[n]) || u[n] == '-' || u[n] == '_'))
 			n++;
