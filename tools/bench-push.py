@@ -12,6 +12,7 @@ extrapolation, not a measured outage). Root.
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,14 +24,37 @@ from harness import TOOL, Demo, read_metadata  # noqa: E402
 from test_push import Receiver  # noqa: E402
 
 
+def thread_cpu(pid, name):
+    """CPU seconds of the tool's thread called name (0 when gone or absent)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick
+    except OSError:
+        pass
+    return 0.0
+
+
 def run(args):
+    """The tool's CPU (rusage of the finished child) and its sending thread's (read from /proc
+    every 0.2 s while it runs: the last reading before the thread ends)."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run([TOOL, *map(str, args)], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([TOOL, *map(str, args)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    sender = 0.0
+    while p.poll() is None:
+        sender = max(sender, thread_cpu(p.pid, "d9-push"))
+        time.sleep(0.2)
+    err = p.stderr.read()
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode:
-        sys.exit(f"dial9-bpf exited {p.returncode}: {p.stderr[-800:]}")
-    return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+        sys.exit(f"dial9-bpf exited {p.returncode}: {err[-800:]}")
+    return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, sender
 
 
 def main():
@@ -42,21 +66,24 @@ def main():
     a = ap.parse_args()
     demo = Demo(workers=a.workers, mode="mix")
     rec = Receiver()
+    outs = []
     try:
         demo.wait_seconds(1)
         for r in range(a.rounds):
             res = {}
             for push in (True, False):
                 out = tempfile.mkdtemp(prefix="d9bench-push-")
+                outs.append(out)
                 extra = ["--push", rec.url(), "--push-interval", a.interval] if push else []
-                res[push] = (run(["--pid", demo.pid, "-d", a.seconds, "-o", out, "-q",
-                                  *extra]), out)
-            p = read_metadata(res[True][1])["push"]
+                res[push] = (*run(["--pid", demo.pid, "-d", a.seconds, "-o", out, "-q",
+                                   *extra]), out)
+            p = read_metadata(res[True][2])["push"]
             sizes = [len(q[2]) for q in rec.requests[-p["sent"]:]]
             full = sizes[1:-1] or sizes  # the first and last intervals are partial
             per = sum(full) / len(full)
             print(f"round {r}: {a.workers} workers, {a.seconds} s: tool CPU with push "
-                  f"{res[True][0]:.3f} s, without {res[False][0]:.3f} s; "
+                  f"{res[True][0]:.3f} s (sending thread {res[True][1]:.2f} s), without "
+                  f"{res[False][0]:.3f} s; "
                   f"{p['intervals']} intervals, {p['samples']} samples, bytes per whole "
                   f"{a.interval} s interval {per:.0f} (max {max(sizes)}), latency mean "
                   f"{p['latency_ms_mean']:.2f} ms max {p['latency_ms_max']:.2f} ms; "
@@ -65,6 +92,8 @@ def main():
     finally:
         rec.close()
         demo.stop()
+        for d in outs:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

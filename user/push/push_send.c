@@ -375,6 +375,8 @@ int push_sender_start(struct push_sender **out, const struct push_opts *po, stru
 	err = sender_curl(s, po);
 	if (!err)
 		err = -pthread_create(&s->thread, NULL, sender_main, s);
+	if (!err)
+		pthread_setname_np(s->thread, "d9-push"); /* for top -H and the figures */
 	if (err) {
 		fprintf(stderr, "dial9-bpf: failed to start pushing: %s\n", strerror(-err));
 		sender_free(s);
