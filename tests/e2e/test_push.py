@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -17,7 +18,8 @@ import time
 import http.server
 from urllib.parse import parse_qs, urlparse
 
-from harness import TOOL, Demo, read_metadata, read_samples, run_all, run_tool, test, tmpdir
+from harness import (TOOL, Demo, read_metadata, read_samples, remove_tmpdirs, run_all, run_tool,
+                     test, tmpdir)
 
 EVERY = 2  # --push-interval
 _cache = {}
@@ -68,7 +70,9 @@ class Receiver:
 
 def pprof_raw(path):
     """`go tool pprof -raw` output, with caches in a temp dir and no network."""
-    home = _cache.setdefault("gohome", tmpdir("d9go-"))
+    if "gohome" not in _cache:
+        _cache["gohome"] = tmpdir("d9go-")
+    home = _cache["gohome"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
            "GOCACHE": os.path.join(home, "cache"), "GOPATH": os.path.join(home, "gopath"),
            "PPROF_TMPDIR": os.path.join(home, "pprof"), "PPROF_BINARY_PATH": home,
@@ -307,4 +311,6 @@ if __name__ == "__main__":
     finally:
         if "demo" in _cache:
             _cache["demo"].stop()
+            shutil.rmtree(_cache["demo"].dir, ignore_errors=True)
+        remove_tmpdirs()
     raise SystemExit(rc)
