@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -113,12 +114,14 @@ def decode(req, outdir):
     return q, json.loads(parts["sample_type_config"]), types, totals, labels
 
 
-def run_push(rec, duration=7, extra=(), pid=None):
-    """One always-armed push run against the shared demo; returns (out, rc, stderr)."""
+def run_push(rec, duration=7, extra=(), sigterm_after=None):
+    """One always-armed push run against the shared demo, ended by its duration or by SIGTERM
+    after sigterm_after seconds; returns (out, rc, stderr)."""
     out = tmpdir("d9push-")
-    rc, _, err = run_tool("--pid", pid or demo().pid, "--duration", duration, "--output", out,
+    rc, _, err = run_tool("--pid", demo().pid, "--duration", duration, "--output", out,
                           "--per-worker-hz", 50, "--format", "jsonl", "--quiet",
-                          "--push", rec.url(), "--push-interval", EVERY, *extra, timeout=60)
+                          "--push", rec.url(), "--push-interval", EVERY, *extra, timeout=60,
+                          input_signal=signal.SIGTERM, signal_after=sigterm_after)
     return out, rc, err
 
 
@@ -245,8 +248,8 @@ def samples_per_s(out):
 
 @test
 def receiver_never_answering_stalls_nothing():
-    """Accepts connections and never replies: sampling keeps its rate, the exit waits a
-    bounded time, and what was not sent is in the spool, bounded."""
+    """Accepts connections and never replies: sampling keeps its rate, SIGTERM's exit waits a
+    bounded time, says what was left, and what was not sent is in the spool, bounded."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(64)
@@ -271,7 +274,8 @@ def receiver_never_answering_stalls_nothing():
     rec = type("R", (), {"url": lambda self: f"http://127.0.0.1:{srv.getsockname()[1]}"})()
     t0 = time.time()
     try:
-        out, rc, err = run_push(rec, duration=6, extra=("--spool-dir", spool, "--spool-mb", 1))
+        out, rc, err = run_push(rec, duration=0, sigterm_after=7,
+                                extra=("--spool-dir", spool, "--spool-mb", 1))
     finally:
         stop.set()
         t.join()
@@ -280,8 +284,13 @@ def receiver_never_answering_stalls_nothing():
         srv.close()
     took = time.time() - t0
     assert rc == 0, err[-1500:]
-    assert took < 6 + 5 + 6, f"exit took {took:.1f}s: the flush is not bounded"
-    p = read_metadata(out)["push"]
+    assert took < 7 + 5 + 5, f"exit took {took:.1f}s: the flush is not bounded"
+    meta = read_metadata(out)
+    p = meta["push"]
+    assert meta["stop_reason"] == "sigterm", meta["stop_reason"]
+    line = [ln for ln in err.splitlines() if "dial9-bpf: push:" in ln and "intervals to" in ln]
+    assert len(line) == 1 and f"0 sent (0 from the spool), {p['intervals']} left in {spool}" \
+        in line[0], err[-800:]
     files = [f for f in os.listdir(spool) if f.endswith(".req")]
     assert p["sent"] == 0 and p["spool_pending"] == len(files) == p["intervals"], (p, files)
     size = sum(os.path.getsize(os.path.join(spool, f)) for f in files)
