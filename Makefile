@@ -15,12 +15,13 @@ CARGO     ?= $(shell command -v cargo 2>/dev/null || { [ -x $$HOME/.cargo/bin/ca
 
 DEB_PKGS  := clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev libiberty-dev libdw-dev libdebuginfod-dev libcap-dev \
 	     libcmocka-dev libjson-c-dev librust-tokio-dev cargo rustc linux-perf golang-go python3 \
-	     jq chromium fonts-dejavu-core binutils util-linux libclang-rt-14-dev wrk debuginfod
+	     jq chromium fonts-dejavu-core binutils util-linux libclang-rt-14-dev wrk debuginfod \
+	     libcurl4-openssl-dev
 
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DDIAL9_VERSION=\"$(VERSION)\" \
 	     -Iinclude -I$(BUILD)
-LDLIBS    := -lbpf -lelf -ldw -ldebuginfod -lz -liberty -ljson-c -lcap -lm
+LDLIBS    := -lbpf -lelf -ldw -ldebuginfod -lz -liberty -ljson-c -lcap -lcurl -lpthread -lm
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))

@@ -95,12 +95,37 @@ static void test_mounts(void **state)
 	with_mountinfo("memory", -ENOENT, NULL, NULL);
 }
 
+static void expect_ids(const char *path, const char *container, const char *pod)
+{
+	char c[80], p[40];
+
+	cgroup_path_ids(path, c, sizeof(c), p, sizeof(p));
+	assert_string_equal(c, container);
+	assert_string_equal(p, pod);
+}
+
+/* Labels for --push: docker, containerd (both cgroup drivers) and CRI-O paths. */
+static void test_path_ids(void **state)
+{
+	(void)state;
+	expect_ids("/system.slice/docker-" ID64 ".scope", ID64, "");
+	expect_ids("/docker/" ID64, ID64, "");
+	expect_ids("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_"
+		   "0000_1111_2222_333344445555.slice/cri-containerd-" ID64 ".scope",
+		   ID64, "1a2b3c4d-0000-1111-2222-333344445555");
+	expect_ids("/kubepods/besteffort/pod1a2b3c4d-0000-1111-2222-333344445555/" ID64, ID64,
+		   "1a2b3c4d-0000-1111-2222-333344445555");
+	expect_ids("/user.slice/user-0.slice/session-3.scope", "", "");
+	expect_ids("/system.slice/pod-manager.service", "", "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_whole_components),
 	    cmocka_unit_test(test_hex_id_prefixes),
 	    cmocka_unit_test(test_mounts),
+	    cmocka_unit_test(test_path_ids),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

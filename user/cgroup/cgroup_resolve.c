@@ -26,21 +26,98 @@ static bool is_hex(char c)
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* The first run of exactly HEX_ID_LEN hex digits in [*c, end), or NULL; *c moves past it. */
+static const char *next_hex_id(const char **c, const char *end)
+{
+	while (*c < end) {
+		const char *run = *c;
+
+		while (*c < end && is_hex(**c))
+			(*c)++;
+		if (*c - run == HEX_ID_LEN)
+			return run;
+		while (*c < end && !is_hex(**c))
+			(*c)++;
+	}
+	return NULL;
+}
+
 /* Whether the component [c, end) holds a run of exactly HEX_ID_LEN hex digits starting with
  * id (case-insensitive). */
 static bool component_has_hex_id(const char *c, const char *end, const char *id, size_t idlen)
 {
-	while (c < end) {
-		const char *run = c;
+	const char *run;
 
-		while (c < end && is_hex(*c))
-			c++;
-		if (c - run == HEX_ID_LEN && !strncasecmp(run, id, idlen))
+	while ((run = next_hex_id(&c, end)))
+		if (!strncasecmp(run, id, idlen))
 			return true;
-		while (c < end && !is_hex(*c))
-			c++;
+	return false;
+}
+
+/* A Kubernetes pod uid in a component: "pod<uid>" (cgroupfs driver) or "...-pod<uid>.slice"
+ * (systemd driver, '-' in the uid written '_'). */
+static bool pod_uid_in(const char *c, const char *end, char *pod, size_t plen)
+{
+	enum { UID_LEN = 36 };
+	const char *p = c;
+
+	while ((p = memmem(p, (size_t)(end - p), "pod", 3))) {
+		const char *u = p + 3;
+		size_t n = 0;
+
+		p = u;
+		if (u != c + 3 && !strchr("/-_", u[-4]))
+			continue;
+		while (u + n < end && n < UID_LEN && (is_hex(u[n]) || u[n] == '-' || u[n] == '_'))
+			n++;
+		if (n != UID_LEN || plen <= UID_LEN)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			pod[i] = u[i] == '_' ? '-' : u[i];
+		pod[n] = 0;
+		return true;
 	}
 	return false;
+}
+
+void cgroup_path_ids(const char *path, char *container, size_t clen, char *pod, size_t plen)
+{
+	*container = *pod = 0;
+	for (const char *c = path; *c;) {
+		const char *end = strchrnul(c + 1, '/'), *p = c, *run;
+
+		/* The innermost wins: a pod's cgroup holds its containers'. */
+		while ((run = next_hex_id(&p, end)))
+			snprintf(container, clen, "%.*s", HEX_ID_LEN, run);
+		pod_uid_in(c, end, pod, plen);
+		c = end;
+	}
+}
+
+int cgroup_of_pid(int pid, char *out, size_t len)
+{
+	char path[64], line[PATH_MAX + 256];
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	/* The v2 line ("0::PATH") when there is one, else the first hierarchy's. */
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		bool v2 = !strncmp(line, "0::", 3);
+
+		if (!c2 || (!err && !v2))
+			continue;
+		c2[1 + strcspn(c2 + 1, "\n")] = 0;
+		err = snprintf(out, len, "%s", c2 + 1) >= (int)len ? -ENAMETOOLONG : 0;
+		if (v2)
+			break;
+	}
+	fclose(f);
+	return err;
 }
 
 bool cgroup_path_match(const char *path, const char *id, size_t *len)

@@ -33,4 +33,15 @@ bool cgroup_path_match(const char *path, const char *id, size_t *len);
 int cgroup_find_mount(const char *mountinfo, const char *ctrls, char *dir, size_t dirlen,
 		      char *root, size_t rootlen);
 
+/*
+ * What a cgroup path (as /proc/PID/cgroup shows it) says of a container: its id (the innermost
+ * 64-hex-digit run: docker, containerd, CRI-O) into container, and a Kubernetes pod's uid
+ * ("pod<uid>" components, either cgroup driver) into pod; "" when the path shows none. Pod
+ * names and namespaces are not in cgroup paths.
+ */
+void cgroup_path_ids(const char *path, char *container, size_t clen, char *pod, size_t plen);
+/* Process pid's cgroup path: the v2 hierarchy's, else the first listed. Returns 0 or a
+ * negative errno. */
+int cgroup_of_pid(int pid, char *out, size_t len);
+
 #endif

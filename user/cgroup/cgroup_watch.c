@@ -50,6 +50,7 @@
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
+#include "push.h"
 #include "target.h"
 #include "util_clock.h"
 #include "util_proc.h"
@@ -278,7 +279,7 @@ static void note_skipped(struct watch *w, int pid, const char *exe_link, const c
 
 /* The user's options for one child; strings live in store. */
 static void child_argv(const struct watch *w, const struct profile *p, const char *outdir,
-		       char store[][48], char **argv)
+		       char store[][48], char **argv, char *pushbuf, size_t pushlen)
 {
 	/* In enum d9_format bit order. */
 	static const char *const fmt_names[] = {"jsonl", "perf", "pprof", "folded", "flamegraph"};
@@ -342,6 +343,7 @@ static void child_argv(const struct watch *w, const struct profile *p, const cha
 		argv[a++] = "--debug-dir";
 		argv[a++] = (char *)o->debuginfo.debug_dir;
 	}
+	push_child_argv(&o->push, p->subdir, argv, &a, pushbuf, pushlen);
 	argv[a] = NULL;
 #undef ARG
 }
@@ -358,7 +360,8 @@ static int make_subdir(const struct watch *w, const char *name)
 
 static int start_profile(struct watch *w, int pid, const char *rel)
 {
-	char outdir[PATH_MAX + 64], store[12][48], *argv[32], link[64];
+	char outdir[PATH_MAX + 64], store[12][48], *argv[32 + PUSH_CHILD_ARGS], link[64];
+	char pushbuf[PATH_MAX + 64];
 	struct profile *p;
 	int fds[2], n = 1;
 	pid_t child;
@@ -392,7 +395,7 @@ static int start_profile(struct watch *w, int pid, const char *rel)
 		fprintf(stderr, "dial9-bpf: failed to allocate: %s\n", strerror(ENOMEM));
 		goto failed;
 	}
-	child_argv(w, p, outdir, store, argv);
+	child_argv(w, p, outdir, store, argv, pushbuf, sizeof(pushbuf));
 	if (pipe2(fds, O_CLOEXEC)) {
 		fprintf(stderr, "dial9-bpf: failed to create a pipe: %s\n", strerror(errno));
 		goto failed;

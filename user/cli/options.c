@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include "options.h"
+#include "push.h"
 
 const char *argp_program_version = "dial9-bpf " DIAL9_VERSION;
 
@@ -33,6 +34,17 @@ static const char doc[] =
     "                     # /var/lib/dial9/latest links to the newest\n"
     "  dial9-bpf report /var/lib/dial9/latest    # the last complete hour\n"
     "  dial9-bpf report /tmp/run1                # summary of a previous run\n"
+    "\n"
+    "PUSH (to a Grafana Pyroscope server, or Alloy's pyroscope.receive_http):\n"
+    "  sudo dial9-bpf --pid 1234 --push http://pyroscope:4040\n"
+    "                     # every 15 s, that interval's profile to URL/ingest\n"
+    "  sudo dial9-bpf --pid 1234 --push https://prof.example.com --service api \\\n"
+    "    --label env=prod --push-header 'X-Scope-OrgID: team-a' \\\n"
+    "    --push-header 'Authorization: Bearer TOKEN' --push-interval 30\n"
+    "  sudo dial9-bpf --cgroup system.slice/api.service \\\n"
+    "    --push http://pyroscope:4040   # one series per process (label pid)\n"
+    "  Unsent intervals wait in OUTPUT/push-spool (--spool-dir, at most\n"
+    "  --spool-mb) and go, oldest first, once the server answers.\n"
     "\n"
     "STRIPPED BINARIES (symbols from a separate debug file, build id checked):\n"
     "  sudo dial9-bpf --pid 1234 --symbols /tmp/app.debug\n"
@@ -71,6 +83,13 @@ enum {
 	OPT_LONG_POLL_MS,
 	OPT_ROTATE,
 	OPT_KEEP,
+	OPT_PUSH,
+	OPT_PUSH_INTERVAL,
+	OPT_SERVICE,
+	OPT_LABEL,
+	OPT_PUSH_HEADER,
+	OPT_SPOOL_MB,
+	OPT_SPOOL_DIR,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -121,6 +140,28 @@ static const struct argp_option argp_opts[] = {
     {"debug-dir", OPT_DEBUG_DIR, "DIR", 0,
      "Root of the build-id tree and of .gnu_debuglink's global directory (default "
      "/usr/lib/debug)",
+     0},
+    {"push", OPT_PUSH, "URL", 0,
+     "Send each interval's profile to a Pyroscope-compatible server at URL/ingest (http or "
+     "https; see docs/push.md)",
+     0},
+    {"push-interval", OPT_PUSH_INTERVAL, "SECS", 0,
+     "Seconds per pushed profile, from 1 to 3600 (default 15)", 0},
+    {"service", OPT_SERVICE, "NAME", 0,
+     "The pushed series' service_name (default: the target's executable name)", 0},
+    {"label", OPT_LABEL, "K=V", 0,
+     "Add a label to the pushed series (repeatable; host, pid, container_id and pod_uid "
+     "are set already)",
+     0},
+    {"push-header", OPT_PUSH_HEADER, "'K: V'", 0,
+     "Send this HTTP header with every push, e.g. 'X-Scope-OrgID: team' or "
+     "'Authorization: Bearer TOKEN' (repeatable)",
+     0},
+    {"spool-mb", OPT_SPOOL_MB, "MB", 0,
+     "Keep at most MB of unsent intervals on disk, dropping the oldest (default 64)", 0},
+    {"spool-dir", OPT_SPOOL_DIR, "DIR", 0,
+     "Where unsent intervals wait (default OUTPUT/push-spool); a later run with the same "
+     "spool sends what is left",
      0},
     {"verbose", 'v', NULL, 0, "Print probe and symbol details", 0},
     {"quiet", 'q', NULL, 0, "No status line", 0},
@@ -335,10 +376,72 @@ static error_t parse_output_arg(int key, char *arg, struct options *o)
 	return 0;
 }
 
+/* Appends arg to a repeatable option's list. */
+static int add_listed(const char **list, size_t *n, const char *arg)
+{
+	if (*n == D9_PUSH_MAX_LIST)
+		return -E2BIG;
+	list[(*n)++] = arg;
+	return 0;
+}
+
+/* --push and its companions: where profiles go, how they are labelled and kept. */
+static error_t parse_push_arg(int key, char *arg, struct options *o)
+{
+	struct push_opts *p = &o->push;
+	const char *why;
+	uint64_t v;
+
+	switch (key) {
+	case OPT_PUSH:
+		if ((why = push_check_url(arg)))
+			bad_usage("invalid --push '%s': %s", arg, why);
+		p->url = arg;
+		break;
+	case OPT_PUSH_INTERVAL:
+		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_PUSH_INTERVAL)
+			bad_usage("invalid --push-interval '%s': give whole seconds from 1 to %d",
+				  arg, D9_MAX_PUSH_INTERVAL);
+		p->interval_s = (unsigned int)v;
+		break;
+	case OPT_SERVICE:
+		if ((why = push_check_service(arg)))
+			bad_usage("invalid --service '%s': %s", arg, why);
+		p->service = arg;
+		break;
+	case OPT_LABEL:
+		if ((why = push_check_label(arg)))
+			bad_usage("invalid --label '%s': %s", arg, why);
+		if (add_listed(p->labels, &p->nlabels, arg))
+			bad_usage("too many --label: at most %d", D9_PUSH_MAX_LIST);
+		break;
+	case OPT_PUSH_HEADER:
+		if ((why = push_check_header(arg)))
+			bad_usage("invalid --push-header '%s': %s", arg, why);
+		if (add_listed(p->headers, &p->nheaders, arg))
+			bad_usage("too many --push-header: at most %d", D9_PUSH_MAX_LIST);
+		break;
+	case OPT_SPOOL_MB:
+		if (parse_u64(arg, &v) || v == 0 || v > D9_MAX_SPOOL_MB)
+			bad_usage("invalid --spool-mb '%s': give megabytes from 1 to %llu", arg,
+				  D9_MAX_SPOOL_MB);
+		p->spool_mb = v;
+		break;
+	case OPT_SPOOL_DIR:
+		if (!*arg)
+			bad_usage("invalid --spool-dir '': give a directory path");
+		p->spool_dir = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
 	static error_t (*const groups[])(int, char *, struct options *) = {
-	    parse_target_arg, parse_sampling_arg, parse_output_arg};
+	    parse_target_arg, parse_sampling_arg, parse_output_arg, parse_push_arg};
 	struct options *o = state->input;
 	size_t i;
 
@@ -361,6 +464,10 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case ARGP_KEY_END:
 		if (!!o->pid + !!o->cgroup_path + !!o->container_id > 1)
 			bad_usage("--pid, --cgroup and --container exclude each other: give one");
+		if (!o->push.url && (o->push.service || o->push.nlabels || o->push.nheaders ||
+				     o->push.spool_dir || o->push.spool_mb || o->push.interval_s))
+			bad_usage("--service, --label, --push-header, --push-interval and the "
+				  "spool options need --push URL");
 		if (!o->pid && !o->cgroup_path && !o->container_id)
 			bad_usage("missing --pid: give the process id of the Tokio program (or "
 				  "--cgroup PATH or --container ID for every Tokio process in a "
@@ -449,5 +556,9 @@ int options_parse(int argc, char **argv, struct options *o)
 		o->cap_burst = 4 * o->per_worker_hz;
 	if (o->rotate_s && !o->keep)
 		o->keep = D9_DEFAULT_KEEP;
+	if (!o->push.interval_s)
+		o->push.interval_s = 15;
+	if (!o->push.spool_mb)
+		o->push.spool_mb = 64;
 	return 0;
 }

@@ -21,6 +21,20 @@ enum d9_format {
 	D9_FMT_ALL = (1 << 5) - 1,
 };
 
+/* --push and its companions (user/push/push.h). */
+#define D9_PUSH_MAX_LIST 16
+struct push_opts {
+	const char *url;		      /* --push: the server's base URL; NULL: off */
+	unsigned int interval_s;	      /* --push-interval */
+	const char *service;		      /* --service; NULL: the target's executable name */
+	const char *labels[D9_PUSH_MAX_LIST]; /* --label k=v */
+	size_t nlabels;
+	const char *headers[D9_PUSH_MAX_LIST]; /* --push-header 'K: V' */
+	size_t nheaders;
+	uint64_t spool_mb;     /* --spool-mb */
+	const char *spool_dir; /* --spool-dir; NULL: OUTPUT/push-spool */
+};
+
 struct options {
 	enum d9_command command;
 	int pid;
@@ -50,6 +64,8 @@ struct options {
 	/* Supervisor mode (cgroup_watch.c) instead of --pid: every Tokio process in a cgroup. */
 	const char *cgroup_path;  /* --cgroup */
 	const char *container_id; /* --container: the cgroup found from /proc/PID/cgroup lines */
+
+	struct push_opts push;
 };
 
 /* Largest per-worker rate accepted: beyond this a sample per eligible transition is the
@@ -60,6 +76,8 @@ struct options {
 #define D9_MAX_ROTATE_S 604800ULL /* a week */
 #define D9_MAX_KEEP 100000ULL
 #define D9_DEFAULT_KEEP 24
+#define D9_MAX_PUSH_INTERVAL 3600
+#define D9_MAX_SPOOL_MB 1048576ULL
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and

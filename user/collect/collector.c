@@ -641,6 +641,8 @@ static void count_sample(struct collector *c, const struct task_sample *ts, stru
 	for (size_t i = 0; i < c->nwriters; i++)
 		if (c->writers[i].sample(&c->writers[i], ts))
 			c->write_errors++;
+	if (c->lasting && c->lasting->sample(c->lasting, ts))
+		c->write_errors++;
 	c->samples_written++;
 	if (est_terms_add(&c->terms, ts->epoch, ts->future, ts->window, (double)ts->weight_count))
 		c->write_errors++;

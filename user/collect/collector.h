@@ -73,6 +73,7 @@ struct collector {
 	int pid;
 	struct writer *writers;
 	size_t nwriters;
+	struct writer *lasting; /* also gets every sample, across output folders (--push) */
 	struct symbolizer *sym;
 	struct unwinder *unw; /* DWARF: unwinds raw stacks (--unwind dwarf), names inlined calls */
 	uint64_t unwind_stops[UNWIND_STATS];

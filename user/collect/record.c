@@ -35,6 +35,7 @@
 #include "options.h"
 #include "out_dir.h"
 #include "privs.h"
+#include "push.h"
 #include "record.h"
 #include "record_int.h"
 #include "resume_counts.h"
@@ -382,9 +383,16 @@ int record_open_outputs(struct record *r, const struct out_dir *d)
 /* The output directory and one writer per --format (in its first folder with --rotate). */
 static int setup_outputs(struct record *r)
 {
-	if (out_dir_open(&r->outdir, r->o->output_dir, &r->dir_created))
+	const struct options *o = r->o;
+
+	if (out_dir_open(&r->outdir, o->output_dir, &r->dir_created))
 		return 1;
-	return r->o->rotate_s ? rotate_open_first(r) : record_open_outputs(r, &r->outdir);
+	if (o->push.url) {
+		if (push_writer_open(o, r->t, &r->outdir, &r->push_stats, &r->push_w))
+			return 1;
+		r->push = &r->push_w;
+	}
+	return o->rotate_s ? rotate_open_first(r) : record_open_outputs(r, &r->outdir);
 }
 
 /* What turns ring-buffer records into samples: symbolizer, task types, unwinder, collector. */
@@ -406,6 +414,7 @@ static int setup_collector(struct record *r)
 			"unnamed\n",
 			r->t->symbols.path, strerror(-err), r->t->exe_path);
 	collector_init(col, o->pid, r->writers, r->nwriters, r->sym, read_open_epoch, r->skel);
+	col->lasting = r->push;
 	err = task_types_load(r->t->elf, r->t, &r->types);
 	if (err)
 		fprintf(stderr,
@@ -621,6 +630,9 @@ static void record_loop(struct record *r)
 			break;
 		now = mono_ns();
 		long_polls_learn(&r->lp, r->skel, now);
+		/* Only what an interval's profile tables need. */
+		push_tick(r->push, &(struct run_context){.opts = o, .target = r->t, .sym = r->sym},
+			  now);
 		why = must_stop(r);
 		if (why) {
 			r->run.stop_reason = why;
@@ -678,6 +690,19 @@ static void print_summary(struct record *r)
 	print_overhead(&r->arm, o, &r->col, run);
 }
 
+/* Sends what is pending (a bounded wait) and closes the pusher; 0 or 1. */
+static int finish_push(struct record *r)
+{
+	int err;
+
+	if (!r->push)
+		return 0;
+	err = finish_writers(r->o, r->t, r->sym, &r->col, &r->run, r->push, 1);
+	r->push = r->col.lasting = NULL;
+	r->run.push = &r->push_stats;
+	return err;
+}
+
 /* After the detach: drains what the probes left, writes every output and the summary.
  * Returns the exit code. */
 static int record_finish(struct record *r)
@@ -692,9 +717,11 @@ static int record_finish(struct record *r)
 	collector_close_epochs(&r->col, UINT64_MAX);
 	collector_flush(&r->col, UINT64_MAX, true);
 	resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts), UINT64_MAX);
+	/* Before metadata, which reports what it sent; its wait for the server is bounded. */
+	err = finish_push(r);
 	r->run.long_polls = &r->lp;
 	r->run.arming = &r->arm;
-	err = r->o->rotate_s ? rotate_finish(r) : record_write_outputs(r, &r->outdir, &r->run);
+	err |= r->o->rotate_s ? rotate_finish(r) : record_write_outputs(r, &r->outdir, &r->run);
 	if (!r->o->quiet)
 		print_summary(r);
 	return err;
@@ -705,6 +732,8 @@ static void record_free(struct record *r)
 {
 	for (size_t i = 0; i < r->nwriters; i++)
 		r->writers[i].abort(&r->writers[i]);
+	if (r->push)
+		r->push->abort(r->push);
 	if (r->lp.open)
 		out_file_discard(&r->lp.out);
 	json_buf_free(&r->lp.line);

@@ -12,6 +12,7 @@
 #include "long_polls.h"
 #include "metadata.h"
 #include "out_dir.h"
+#include "push.h"
 #include "rotate.h"
 #include "task_types.h"
 #include "worker_tls.h"
@@ -50,6 +51,9 @@ struct record {
 	struct out_dir outdir;
 	struct writer writers[8];
 	size_t nwriters;
+	/* --push: outlives the output folders of --rotate, so it is not among writers. */
+	struct writer push_w, *push; /* push: &push_w while open, else NULL */
+	struct push_stats push_stats;
 	bool dir_created, running, tty;
 	int pidfd;
 	struct rotation rot; /* --rotate */

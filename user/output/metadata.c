@@ -13,6 +13,7 @@
 #include "elf_file.h"
 #include "json.h"
 #include "long_polls.h"
+#include "push.h"
 #include "metadata.h"
 #include "worker_tls.h"
 #include "options.h"
@@ -404,6 +405,11 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	if (r->long_polls) {
 		fputs("  \"long_polls\": ", f);
 		long_polls_write_json(f, r->long_polls);
+		fputs(",\n", f);
+	}
+	if (r->push) {
+		fputs("  \"push\": ", f);
+		push_stats_write_json(f, r->push);
 		fputs(",\n", f);
 	}
 	write_probes(f, t, r);

@@ -13,6 +13,7 @@ struct collector;
 struct arming;
 struct worker_tls;
 struct long_polls;
+struct push_stats;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -36,6 +37,7 @@ struct run_summary {
 	uint64_t epoch_lo, epoch_hi;
 	const struct arming_totals *arming_base, *arming_end;
 	double tool_cpu_s0;
+	const struct push_stats *push; /* --push, or NULL */
 };
 
 /* Whether epoch belongs to the run summary's part of the run. */

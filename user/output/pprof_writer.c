@@ -23,6 +23,7 @@
 #include <string.h>
 #include <zlib.h>
 #include "options.h"
+#include "pprof_profile.h"
 #include "protobuf.h"
 #include "stack_agg.h"
 #include "symbolize.h"
@@ -67,6 +68,11 @@ enum {
 	FUNCTION_NAME = 2,
 };
 
+const struct pprof_sample_type pprof_sample_types[PPROF_NSAMPLE_TYPES] = {
+    {"resumes", "count"},
+    {"idle", "nanoseconds"},
+};
+
 /* Pseudo locations (a sample without a stack) are keyed apart from user-space addresses,
  * which never have the top bit set. */
 #define PSEUDO_LOC_KEY (1ULL << 63)
@@ -95,7 +101,9 @@ struct pmapping {
 };
 
 struct pprof_writer {
-	struct out_file out;
+	FILE *f;	     /* where the gzipped profile goes */
+	bool push_labels;    /* only labels that are fine as a backend's series (worker) */
+	struct out_file out; /* profile.pb.gz (the file writer only) */
 	z_stream z;
 	bool z_ready;
 	unsigned char zout[65536];
@@ -144,7 +152,7 @@ static int gz_deflate(struct pprof_writer *pw, const void *data, size_t len, int
 			return -EIO;
 		have = sizeof(pw->zout) - pw->z.avail_out;
 		errno = 0;
-		if (have && fwrite(pw->zout, 1, have, pw->out.f) != have)
+		if (have && fwrite(pw->zout, 1, have, pw->f) != have)
 			return errno ? -errno : -EIO;
 	} while (pw->z.avail_out == 0);
 	return 0;
@@ -287,10 +295,9 @@ static void label_str(struct pprof_writer *pw, uint32_t key, const char *val)
 	pb_msg(&pw->msg, SAMPLE_LABEL, &pw->sub);
 }
 
-static int pprof_sample(struct writer *w, const struct task_sample *s)
+int pprof_profile_sample(struct pprof_writer *pw, const struct task_sample *s)
 {
-	struct pprof_writer *pw = w->priv;
-	uint64_t values[2] = {s->weight_count, s->weight_idle_ns};
+	uint64_t values[PPROF_NSAMPLE_TYPES] = {s->weight_count, s->weight_idle_ns};
 	size_t n = s->nframes ? s->nframes : 1;
 	char worker[32];
 
@@ -327,12 +334,16 @@ static int pprof_sample(struct writer *w, const struct task_sample *s)
 
 	pb_reset(&pw->msg);
 	pb_packed(&pw->msg, SAMPLE_LOCATION_ID, pw->ids, n);
-	pb_packed(&pw->msg, SAMPLE_VALUE, values, 2);
+	pb_packed(&pw->msg, SAMPLE_VALUE, values, PPROF_NSAMPLE_TYPES);
 	if (s->worker >= 0)
 		snprintf(worker, sizeof(worker), "w%d", s->worker);
 	else
 		snprintf(worker, sizeof(worker), "unknown");
 	label_str(pw, pw->key_worker, worker);
+	/* A backend makes a series of each distinct label set: per-task ids would make one
+	 * series per task. */
+	if (pw->push_labels)
+		goto done;
 	if (s->runtime >= 0) {
 		char rt[16];
 
@@ -352,6 +363,7 @@ static int pprof_sample(struct writer *w, const struct task_sample *s)
 	if (s->outcome)
 		label_str(pw, pw->key_outcome, s->outcome);
 	label_str(pw, pw->key_capped, s->capped ? "true" : "false");
+done:
 	if (!pw->err)
 		pw->err = pw->msg.err ? pw->msg.err : pw->sub.err;
 	if (!pw->err)
@@ -518,9 +530,8 @@ static int write_trailer(struct pprof_writer *pw, const struct run_context *rc)
 	size_t nmaps;
 	int err = 0;
 
-	value_type(pw, "resumes", "count");
-	if (!(err = emit_msg(pw, PROFILE_SAMPLE_TYPE))) {
-		value_type(pw, "idle", "nanoseconds");
+	for (size_t i = 0; i < PPROF_NSAMPLE_TYPES && !err; i++) {
+		value_type(pw, pprof_sample_types[i].type, pprof_sample_types[i].unit);
 		err = emit_msg(pw, PROFILE_SAMPLE_TYPE);
 	}
 	if (err)
@@ -610,10 +621,10 @@ static int write_trailer(struct pprof_writer *pw, const struct run_context *rc)
 	return err;
 }
 
-static void pprof_free(struct writer *w)
+void pprof_profile_free(struct pprof_writer *pw)
 {
-	struct pprof_writer *pw = w->priv;
-
+	if (!pw)
+		return;
 	if (pw->z_ready)
 		deflateEnd(&pw->z);
 	pb_free(&pw->msg);
@@ -627,48 +638,26 @@ static void pprof_free(struct writer *w)
 	free(pw->ids);
 	free(pw->inl);
 	free(pw);
-	w->priv = NULL;
 }
 
-static int pprof_finish(struct writer *w, const struct run_context *rc)
+int pprof_profile_finish(struct pprof_writer *pw, const struct run_context *rc)
 {
-	struct pprof_writer *pw = w->priv;
-	int err = pw->err;
-
-	if (!err)
-		err = write_trailer(pw, rc);
-	if (err) {
-		fprintf(stderr, "dial9-bpf: failed to write %s/%s: %s\n", pw->out.dir->path,
-			pw->out.name, strerror(-err));
-		out_file_discard(&pw->out);
-	} else {
-		err = out_file_commit(&pw->out);
-	}
-	pprof_free(w);
-	return err;
+	return pw->err ? pw->err : write_trailer(pw, rc);
 }
 
-static void pprof_abort(struct writer *w)
-{
-	struct pprof_writer *pw = w->priv;
-
-	out_file_discard(&pw->out);
-	pprof_free(w);
-}
-
-int pprof_writer_open(const struct out_dir *dir, struct writer *w)
+struct pprof_writer *pprof_profile_new(FILE *f, bool push_labels)
 {
 	struct pprof_writer *pw = calloc(1, sizeof(*pw));
-	int err;
 
 	if (!pw)
-		return -ENOMEM;
-	w->priv = pw;
+		return NULL;
+	pw->f = f;
+	pw->push_labels = push_labels;
 	/* gzip framing (15 + 16): pprof reads gzip, not a raw zlib stream. */
 	if (deflateInit2(&pw->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
 			 Z_DEFAULT_STRATEGY) != Z_OK) {
-		pprof_free(w);
-		return -ENOMEM;
+		pprof_profile_free(pw);
+		return NULL;
 	}
 	pw->z_ready = true;
 	/* string_table[0] must be "". */
@@ -680,14 +669,57 @@ int pprof_writer_open(const struct out_dir *dir, struct writer *w)
 	pw->key_outcome = str_id(pw, "outcome");
 	pw->key_capped = str_id(pw, "capped");
 	if (pw->err) {
-		pprof_free(w);
-		return -ENOMEM;
+		pprof_profile_free(pw);
+		return NULL;
 	}
+	return pw;
+}
+
+static int pprof_sample(struct writer *w, const struct task_sample *s)
+{
+	return pprof_profile_sample(w->priv, s);
+}
+
+static int pprof_finish(struct writer *w, const struct run_context *rc)
+{
+	struct pprof_writer *pw = w->priv;
+	int err = pprof_profile_finish(pw, rc);
+
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to write %s/%s: %s\n", pw->out.dir->path,
+			pw->out.name, strerror(-err));
+		out_file_discard(&pw->out);
+	} else {
+		err = out_file_commit(&pw->out);
+	}
+	pprof_profile_free(pw);
+	w->priv = NULL;
+	return err;
+}
+
+static void pprof_abort(struct writer *w)
+{
+	struct pprof_writer *pw = w->priv;
+
+	out_file_discard(&pw->out);
+	pprof_profile_free(pw);
+	w->priv = NULL;
+}
+
+int pprof_writer_open(const struct out_dir *dir, struct writer *w)
+{
+	struct pprof_writer *pw = pprof_profile_new(NULL, false);
+	int err;
+
+	if (!pw)
+		return -ENOMEM;
 	err = out_file_create(&pw->out, dir, "profile.pb.gz", false);
 	if (err) {
-		pprof_free(w);
+		pprof_profile_free(pw);
 		return err;
 	}
+	pw->f = pw->out.f;
+	w->priv = pw;
 	w->format = "pprof";
 	w->sample = pprof_sample;
 	w->finish = pprof_finish;
