@@ -23,7 +23,7 @@ static char *run_jsonl(const struct task_sample *s, size_t n)
 	char *text;
 
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(jsonl_writer_open(test_out_dir(dir), &w), 0);
+	assert_int_equal(jsonl_inline_writer_open(test_out_dir(dir), &w), 0);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(w.sample(&w, &s[i]), 0);
 	assert_int_equal(w.finish(&w, &rc), 0);
