@@ -25,13 +25,13 @@
 #define JSONL_BUF_SIZE (256 * 1024)
 
 /*
- * Distinct stacks the stack-hash -> id index keeps (at most 3 MiB of slots). Only hashes are
+ * JSONL_STACK_INDEX_MAX (writer.h): distinct stacks the stack-hash -> id index keeps (at most 3
+ * MiB of slots). Only hashes are
  * kept, never frames: the table itself is the file. A run that meets more distinct stacks (a
  * long run of a program whose addresses keep changing, JIT-like) starts the index afresh: ids
  * keep counting up, and a stack seen again gets a new id and its record is written again. The
  * file then grows with the stacks met, as the inline layout would, but memory stays bounded.
  */
-#define STACK_INDEX_MAX (1u << 17)
 
 /* The columns of a stack_table sample line, and those whose null means "absent" in the inline
  * layout (the keys that are optional there). */
@@ -375,7 +375,7 @@ static int stack_id(struct jsonl_writer *jw, const struct task_sample *s, uint64
 
 	if (!n)
 		return -ENOMEM;
-	if (jw->stack_ids.n == STACK_INDEX_MAX) {
+	if (jw->stack_ids.n == JSONL_STACK_INDEX_MAX) {
 		jw->id_base += jw->stack_ids.n;
 		u64_index_free(&jw->stack_ids);
 	}
