@@ -23,6 +23,7 @@
 
 /* stdio's default 4 KiB buffer would mean a write(2) for about every line. */
 #define JSONL_BUF_SIZE (256 * 1024)
+#define ROWS_FLUSH_NS 1000000000ULL
 
 /*
  * JSONL_STACK_INDEX_MAX (writer.h): distinct stacks the stack-hash -> id index keeps (at most 3
@@ -66,8 +67,13 @@ struct jsonl_writer {
 	struct out_file out;
 	/* stack_table layout only */
 	bool table;
-	struct out_file stacks; /* stacks.jsonl */
-	struct json_buf rec;	/* a stacks.jsonl record */
+	struct out_file stacks; /* stacks.jsonl, through fbuf */
+	/* Rows waiting for samples.jsonl: written (unbuffered) only after stacks.jsonl is flushed,
+	 * so that the kernel has every record before a row that names it, at a write(2) per
+	 * JSONL_BUF_SIZE of either file rather than per new stack. */
+	struct json_buf rows;
+	uint64_t rows_from_ns; /* timestamp_ns of the first of them */
+	struct json_buf rec;   /* a stacks.jsonl record */
 	struct u64_index stack_ids;
 	uint64_t id_base; /* ids handed out before the index last started afresh */
 	uint64_t *key;	  /* the words a stack's hash covers */
@@ -361,9 +367,7 @@ static size_t stack_key(struct jsonl_writer *jw, const struct task_sample *s)
 
 /*
  * The id of s's stack record, writing the record first when it is new. A 64-bit hash stands for
- * the stack (two stacks sharing one among the 2^17 an index holds: odds about 2^-31). Each new
- * record is flushed to the kernel at once, so that a reader of both files never finds an id
- * that stacks.jsonl does not have yet; new stacks are rare once a run warmed up.
+ * the stack (two stacks sharing one among the 2^17 an index holds: odds about 2^-31).
  */
 static int stack_id(struct jsonl_writer *jw, const struct task_sample *s, uint64_t *id)
 {
@@ -391,14 +395,23 @@ static int stack_id(struct jsonl_writer *jw, const struct task_sample *s, uint64
 	put_place(jw, b, s, true);
 	json_buf_lit(b, "}\n");
 	err = put_line(b, &jw->stacks);
-	if (!err && fflush(jw->stacks.f))
-		err = -EIO;
 	if (err) {
-		/* Forget it, so that the next sample of this stack tries again. */
+		/* Forget it, so that the next sample of this stack tries again with this id. */
 		u64_index_free(&jw->stack_ids);
-		jw->id_base = *id + 1;
+		jw->id_base = *id;
 	}
 	return err;
+}
+
+/* The rows gathered so far to samples.jsonl, after every record they may name. */
+static int flush_rows(struct jsonl_writer *jw)
+{
+	if (fflush(jw->stacks.f) || ferror(jw->stacks.f))
+		return -EIO;
+	if (jw->rows.len)
+		fwrite(jw->rows.data, 1, jw->rows.len, jw->out.f);
+	jw->rows.len = 0;
+	return ferror(jw->out.f) ? -EIO : 0;
 }
 
 /* The stack_table layout: the values of SAMPLE_COLUMNS as a JSON array. */
@@ -417,7 +430,22 @@ static int table_sample(struct writer *w, const struct task_sample *s)
 	json_buf_lit(b, ",");
 	json_buf_u64(b, id);
 	json_buf_lit(b, "]\n");
-	return put_line(b, &jw->out);
+	if (b->oom) {
+		b->oom = false;
+		return -ENOMEM;
+	}
+	if (!jw->rows.len)
+		jw->rows_from_ns = s->timestamp_ns;
+	json_buf_raw(&jw->rows, b->data, b->len);
+	if (jw->rows.oom) {
+		jw->rows.oom = false;
+		return -ENOMEM;
+	}
+	/* Rows are ~50x smaller than inline lines: a full buffer can take minutes, so a second of
+	 * samples goes out too, for readers following the run and for what a SIGKILL loses. */
+	return jw->rows.len >= JSONL_BUF_SIZE || s->timestamp_ns - jw->rows_from_ns >= ROWS_FLUSH_NS
+		   ? flush_rows(jw)
+		   : 0;
 }
 
 static void jsonl_free(struct writer *w)
@@ -427,6 +455,7 @@ static void jsonl_free(struct writer *w)
 	json_buf_free(&jw->line);
 	json_buf_free(&jw->scratch);
 	json_buf_free(&jw->rec);
+	json_buf_free(&jw->rows);
 	for (size_t i = 0; i < jw->nstrs; i++)
 		free(jw->strs[i].text);
 	free(jw->strs);
@@ -438,16 +467,21 @@ static void jsonl_free(struct writer *w)
 	w->priv = NULL;
 }
 
-/* stacks.jsonl is committed first: a reader that sees samples.jsonl complete finds every
- * record it names. */
+/* The last rows, then stacks.jsonl is committed first: a reader that sees samples.jsonl
+ * complete finds every record it names. */
 static int jsonl_finish(struct writer *w, const struct run_context *rc)
 {
 	struct jsonl_writer *jw = w->priv;
-	int err = 0;
+	int err = jw->table ? flush_rows(jw) : 0;
 
 	(void)rc;
-	if (jw->table)
+	if (err) {
+		fprintf(stderr, "dial9-bpf: failed to write %s/samples.jsonl: %s\n",
+			jw->out.dir->path, strerror(-err));
+		out_file_discard(&jw->stacks);
+	} else if (jw->table) {
 		err = out_file_commit(&jw->stacks);
+	}
 	if (err)
 		out_file_discard(&jw->out);
 	else
@@ -466,8 +500,19 @@ static void jsonl_abort(struct writer *w)
 	jsonl_free(w);
 }
 
-/* stacks.jsonl and its first line, which names samples.jsonl's columns; flushed at once, so
- * that a reader following the run finds it before any sample. */
+/* Gives f, before any I/O on it, the writer's big buffer; without it (out of memory), stdio's
+ * own does. */
+static void set_buffer(struct jsonl_writer *jw, FILE *f)
+{
+	jw->fbuf = malloc(JSONL_BUF_SIZE);
+	if (jw->fbuf && setvbuf(f, jw->fbuf, _IOFBF, JSONL_BUF_SIZE)) {
+		free(jw->fbuf);
+		jw->fbuf = NULL;
+	}
+}
+
+/* stacks.jsonl (through fbuf) and its first line, which names samples.jsonl's columns; flushed
+ * at once, so that a reader following the run finds it before any sample. */
 static int open_stacks(struct jsonl_writer *jw, const struct out_dir *dir)
 {
 	int err = out_file_create(&jw->stacks, dir, "stacks.jsonl", true);
@@ -475,6 +520,7 @@ static int open_stacks(struct jsonl_writer *jw, const struct out_dir *dir)
 	if (err)
 		return err;
 	jw->table = true;
+	set_buffer(jw, jw->stacks.f);
 	fputs("{\"columns\":[" SAMPLE_COLUMNS "],\"absent_when_null\":[" ABSENT_WHEN_NULL "]}\n",
 	      jw->stacks.f);
 	if (fflush(jw->stacks.f) || ferror(jw->stacks.f)) {
@@ -503,15 +549,14 @@ static int open_writer(const struct out_dir *dir, struct writer *w, bool table)
 	if (err) {
 		if (jw->table)
 			out_file_discard(&jw->stacks);
+		free(jw->fbuf);
 		free(jw);
 		return err;
 	}
-	/* Without the bigger buffer (out of memory), stdio's own does. */
-	jw->fbuf = malloc(JSONL_BUF_SIZE);
-	if (jw->fbuf && setvbuf(jw->out.f, jw->fbuf, _IOFBF, JSONL_BUF_SIZE)) {
-		free(jw->fbuf);
-		jw->fbuf = NULL;
-	}
+	if (table)
+		setvbuf(jw->out.f, NULL, _IONBF, 0); /* rows has the buffer */
+	else
+		set_buffer(jw, jw->out.f);
 	w->format = "jsonl";
 	w->priv = jw;
 	w->sample = table ? table_sample : jsonl_sample;
