@@ -213,10 +213,17 @@ def wait_stderr(errf, needle, p, timeout=20):
 
 
 def read_stack_table(outdir):
-    """stacks.jsonl of the stack_table layout: (header, {id: record})."""
+    """stacks.jsonl of the stack_table layout: (header, {id: stack record}), each record's
+    frame ids ("frames") replaced by the frames ("stack"), as the inline layout has them."""
     with open(os.path.join(outdir, "stacks.jsonl")) as f:
         lines = [json.loads(l) for l in f if l.strip()]
-    return lines[0], {r["id"]: r for r in lines[1:]}
+    frames = {r.pop("frame"): r for r in lines[1:] if "frame" in r}
+    stacks = {}
+    for r in lines[1:]:
+        if "id" in r:
+            r["stack"] = [frames[i] for i in r.pop("frames")]
+            stacks[r["id"]] = r
+    return lines[0], stacks
 
 
 def expand_rows(rows, header, records):

@@ -134,6 +134,12 @@ def sub_line(n, pattern, repl):
     return fn
 
 
+def sub_all(pattern, repl):
+    def fn(lines):
+        return [re.sub(pattern, repl, l, count=1) for l in lines]
+    return fn
+
+
 def replace_file(name, data):
     def mutate(d):
         path = os.path.join(d, name)
@@ -243,8 +249,13 @@ HOSTILE_COMPACT = [
      "samples.jsonl", "line 2:"),
     ("header not columns", edit_lines("stacks.jsonl", set_line(1, b'{"columns":5}')),
      "stacks.jsonl", 'line 1: "columns" is an integer'),
-    ("record with another id", edit_lines("stacks.jsonl", sub_line(2, rb'"id":0', b'"id":7')),
-     "samples.jsonl", '(record 0): "id" is 7'),
+    ("record with another id", edit_lines("stacks.jsonl", sub_all(rb'^\{"id":0,', b'{"id":7,')),
+     "samples.jsonl", '"id" is 7, expected 0'),
+    ("frame id not in the table", edit_lines("stacks.jsonl", sub_all(rb'"frames":\[\d+',
+                                                                      b'"frames":[999999')),
+     "samples.jsonl", '"frames[0]" is not a frame id'),
+    ("neither stack nor frame", edit_lines("stacks.jsonl", set_line(2, b'{"x":1}')),
+     "stacks.jsonl", "line 2: neither a stack nor a frame record"),
     ("binary stacks.jsonl", replace_file("stacks.jsonl", GARBAGE), "stacks.jsonl", "line 1"),
 ]
 

@@ -234,7 +234,8 @@ static void test_table_equals_inline(void **state)
 	f = fmemopen(stacks, strlen(stacks), "r");
 	assert_int_equal(report_read_stacks(r, f, err, sizeof(err)), 0);
 	fclose(f);
-	assert_int_equal(r->nrecords, 4);
+	assert_int_equal(r->stack_recs.n, 4);
+	assert_int_equal(r->frame_recs.n, 3);
 	row = strtok_r(rows, "\n", &rsave);
 	line = strtok_r(inl, "\n", &isave);
 	for (int i = 0; i < 6;
@@ -286,13 +287,15 @@ static void test_index_starts_afresh(void **state)
 	rows = run_layout(s, N + 1, &stacks);
 	for (char *p = stacks; (p = strchr(p, '\n')); p++)
 		nrec++;
-	assert_int_equal(nrec, 1 + N + 1); /* the header, N records, the first one again */
+	/* The header, N frames and N stacks, the first frame and stack again. */
+	assert_int_equal(nrec, 1 + 2 * N + 2);
 	last = strrchr(rows, '[');
 	assert_non_null(strstr(last, ",131073]\n"));
-	assert_non_null(strstr(stacks,
-			       "\n{\"id\":131073,\"outcome\":\"pending\",\"park_point\":\"sleep\","
-			       "\"park_decided\":\"returned_pending\",\"future\":null,"
-			       "\"stack\":[{\"addr\":\"0x1\","));
+	assert_non_null(
+	    strstr(stacks, "\n{\"frame\":131073,\"addr\":\"0x1\",\"name\":\"f\",\"module\":null}\n"
+			   "{\"id\":131073,\"outcome\":\"pending\",\"park_point\":\"sleep\","
+			   "\"park_decided\":\"returned_pending\",\"future\":null,"
+			   "\"frames\":[131073]}\n"));
 	free(stacks);
 	free(rows);
 	free(s);

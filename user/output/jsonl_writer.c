@@ -4,10 +4,11 @@
  *
  * Two layouts (docs/formats.md). "inline": each line an object with the whole stack. The
  * default, "stack_table": each line an array of the columns named in the first line of
- * stacks.jsonl, ending in a stack id; stacks.jsonl holds one record per distinct stack (its
- * frames, future, park point, how it was chosen and the poll's outcome: what samples of one
- * place share), written before the first sample that names it. A stack's frames are ~95% of an
- * inline line, so a sample shrinks from kilobytes to under 200 bytes.
+ * stacks.jsonl, ending in a stack id; stacks.jsonl holds one record per distinct frame and one
+ * per distinct stack (its frame ids, future, park point, how it was chosen and the poll's
+ * outcome: what samples of one place share), each written before the first line that names it.
+ * A stack's frames are ~95% of an inline line, so a sample shrinks from kilobytes to under 200
+ * bytes, and stacks that share frames share their records.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,11 +73,12 @@ struct jsonl_writer {
 	 * so that the kernel has every record before a row that names it, at a write(2) per
 	 * JSONL_BUF_SIZE of either file rather than per new stack. */
 	struct json_buf rows;
-	uint64_t rows_from_ns; /* timestamp_ns of the first of them */
-	struct json_buf rec;   /* a stacks.jsonl record */
-	struct u64_index stack_ids;
-	uint64_t id_base; /* ids handed out before the index last started afresh */
-	uint64_t *key;	  /* the words a stack's hash covers */
+	uint64_t rows_from_ns;	   /* timestamp_ns of the first of them */
+	struct json_buf rec, frec; /* a stack record, a frame record */
+	struct u64_index stack_ids, frame_ids;
+	/* ids handed out before each index last started afresh */
+	uint64_t id_base, frame_base;
+	uint64_t *key; /* the words a stack's hash covers */
 	size_t key_cap;
 };
 
@@ -162,6 +164,19 @@ static void put_bool(struct json_buf *b, bool v)
 		json_buf_lit(b, "false");
 }
 
+/* A frame's keys, "addr" first, without the braces. */
+static void put_frame(struct jsonl_writer *jw, struct json_buf *b, const struct task_frame *f)
+{
+	json_buf_lit(b, "\"addr\":\"0x");
+	json_buf_hex(b, f->addr);
+	json_buf_lit(b, "\",\"name\":");
+	put_frame_str(jw, b, f->name);
+	json_buf_lit(b, ",\"module\":");
+	put_frame_str(jw, b, f->module);
+	if (f->inlined)
+		json_buf_lit(b, ",\"inlined\":true");
+}
+
 /* The frames, leaf first, as a JSON array; the task root is left out ("future" says it). */
 static void put_stack(struct jsonl_writer *jw, struct json_buf *b, const struct task_sample *s)
 {
@@ -171,23 +186,17 @@ static void put_stack(struct jsonl_writer *jw, struct json_buf *b, const struct 
 			continue;
 		if (k++)
 			json_buf_lit(b, ",");
-		json_buf_lit(b, "{\"addr\":\"0x");
-		json_buf_hex(b, s->frames[i].addr);
-		json_buf_lit(b, "\",\"name\":");
-		put_frame_str(jw, b, s->frames[i].name);
-		json_buf_lit(b, ",\"module\":");
-		put_frame_str(jw, b, s->frames[i].module);
-		if (s->frames[i].inlined)
-			json_buf_lit(b, ",\"inlined\":true");
+		json_buf_lit(b, "{");
+		put_frame(jw, b, &s->frames[i]);
 		json_buf_lit(b, "}");
 	}
 	json_buf_lit(b, "]");
 }
 
 /*
- * The keys a stack record holds, each preceded by a comma: the poll's outcome and its park
- * point, then (tail) the future and the stack. The inline layout has them in that order, the
- * first three among the sample's own keys, the tail at the end.
+ * The keys that samples taken at one place share (a stack record's), each preceded by a comma:
+ * the poll's outcome and its park point, then (tail) the future. The inline layout has them in
+ * that order, the first three among the sample's own keys, the tail before the stack.
  */
 static void put_place(struct jsonl_writer *jw, struct json_buf *b, const struct task_sample *s,
 		      bool tail)
@@ -204,8 +213,6 @@ static void put_place(struct jsonl_writer *jw, struct json_buf *b, const struct 
 	}
 	json_buf_lit(b, ",\"future\":");
 	put_frame_str(jw, b, s->future);
-	json_buf_lit(b, ",\"stack\":");
-	put_stack(jw, b, s);
 }
 
 /* Writes b's line to o whole, or nothing of it (the file stays line-aligned). */
@@ -331,6 +338,8 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 	b->len = 0;
 	put_fields(jw, s, false);
 	put_place(jw, b, s, true);
+	json_buf_lit(b, ",\"stack\":");
+	put_stack(jw, b, s);
 	json_buf_lit(b, "}\n");
 	return put_line(b, &jw->out);
 }
@@ -365,42 +374,93 @@ static size_t stack_key(struct jsonl_writer *jw, const struct task_sample *s)
 	return k;
 }
 
+/* KEY's id in IX (*base counts the ids of its earlier generations). Returns 0, or 1 when it is
+ * new, with b started as its record ("OPEN" and the id); -ENOMEM. */
+static int new_record(struct u64_index *ix, uint64_t *base, uint64_t key, uint64_t *id,
+		      struct json_buf *b, const char *open)
+{
+	uint32_t dense;
+	bool added;
+
+	if (ix->n == JSONL_STACK_INDEX_MAX) {
+		*base += ix->n;
+		u64_index_free(ix);
+	}
+	if (u64_index_id(ix, key, &dense, &added))
+		return -ENOMEM;
+	*id = *base + dense;
+	if (!added)
+		return 0;
+	b->len = 0;
+	json_buf_puts(b, open);
+	json_buf_u64(b, *id);
+	return 1;
+}
+
+/* Writes REC's line (the record of a new ID) to stacks.jsonl; when it cannot, forgets every id
+ * of IX, so that ID is handed out again with its record. */
+static int put_record(struct jsonl_writer *jw, struct json_buf *rec, struct u64_index *ix,
+		      uint64_t *base, uint64_t id)
+{
+	int err = put_line(rec, &jw->stacks);
+
+	if (err) {
+		u64_index_free(ix);
+		*base = id;
+	}
+	return err;
+}
+
+/* Frame F's id in the frame records, writing its record first when it is new. */
+static int frame_id(struct jsonl_writer *jw, const struct task_frame *f, uint64_t *id)
+{
+	uint64_t key[4] = {f->addr, (uintptr_t)f->name, (uintptr_t)f->module, f->inlined};
+	struct json_buf *b = &jw->frec;
+	int rc =
+	    new_record(&jw->frame_ids, &jw->frame_base, hash_words(key, 4), id, b, "{\"frame\":");
+
+	if (rc <= 0)
+		return rc;
+	json_buf_lit(b, ",");
+	put_frame(jw, b, f);
+	json_buf_lit(b, "}\n");
+	return put_record(jw, b, &jw->frame_ids, &jw->frame_base, *id);
+}
+
 /*
- * The id of s's stack record, writing the record first when it is new. A 64-bit hash stands for
- * the stack (two stacks sharing one among the 2^17 an index holds: odds about 2^-31).
+ * The id of s's stack record, writing it (and the records of its frames new to the table)
+ * first when it is new. A 64-bit hash stands for a stack or a frame (two sharing one among the
+ * 2^17 an index holds: odds about 2^-31).
  */
 static int stack_id(struct jsonl_writer *jw, const struct task_sample *s, uint64_t *id)
 {
 	size_t n = stack_key(jw, s);
 	struct json_buf *b = &jw->rec;
-	uint32_t dense;
-	bool added;
-	int err;
+	uint64_t fid = 0;
+	int err, werr;
 
 	if (!n)
 		return -ENOMEM;
-	if (jw->stack_ids.n == JSONL_STACK_INDEX_MAX) {
-		jw->id_base += jw->stack_ids.n;
-		u64_index_free(&jw->stack_ids);
-	}
-	if (u64_index_id(&jw->stack_ids, hash_words(jw->key, n), &dense, &added))
-		return -ENOMEM;
-	*id = jw->id_base + dense;
-	if (!added)
-		return 0;
-	b->len = 0;
-	json_buf_lit(b, "{\"id\":");
-	json_buf_u64(b, *id);
+	err = new_record(&jw->stack_ids, &jw->id_base, hash_words(jw->key, n), id, b, "{\"id\":");
+	if (err <= 0)
+		return err;
+	err = 0;
 	put_place(jw, b, s, false);
 	put_place(jw, b, s, true);
-	json_buf_lit(b, "}\n");
-	err = put_line(b, &jw->stacks);
-	if (err) {
-		/* Forget it, so that the next sample of this stack tries again with this id. */
-		u64_index_free(&jw->stack_ids);
-		jw->id_base = *id;
+	json_buf_lit(b, ",\"frames\":[");
+	for (size_t i = 0, k = 0; i < s->nframes && !err; i++) {
+		if (s->frames[i].task_root)
+			continue;
+		err = frame_id(jw, &s->frames[i], &fid);
+		if (k++)
+			json_buf_lit(b, ",");
+		json_buf_u64(b, fid);
 	}
-	return err;
+	json_buf_lit(b, "]}\n");
+	if (err)
+		b->oom = true; /* a frame went unwritten: forget this stack too */
+	werr = put_record(jw, b, &jw->stack_ids, &jw->id_base, *id);
+	return err ? err : werr;
 }
 
 /* The rows gathered so far to samples.jsonl, after every record they may name. */
@@ -455,12 +515,14 @@ static void jsonl_free(struct writer *w)
 	json_buf_free(&jw->line);
 	json_buf_free(&jw->scratch);
 	json_buf_free(&jw->rec);
+	json_buf_free(&jw->frec);
 	json_buf_free(&jw->rows);
 	for (size_t i = 0; i < jw->nstrs; i++)
 		free(jw->strs[i].text);
 	free(jw->strs);
 	u64_index_free(&jw->str_of);
 	u64_index_free(&jw->stack_ids);
+	u64_index_free(&jw->frame_ids);
 	free(jw->key);
 	free(jw->fbuf);
 	free(jw);

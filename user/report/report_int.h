@@ -63,6 +63,12 @@ struct stack_ent {
 	double idle_ns; /* sum of weight_idle_ns: estimated time parked */
 };
 
+/* Where each record of one kind starts in stacks.jsonl, by id. */
+struct rec_index {
+	size_t *off;
+	size_t n, cap;
+};
+
 /* Estimates by task type: the future each task was spawned with. */
 #define MAX_TYPES 1024
 struct type_sum {
@@ -136,8 +142,7 @@ struct report {
 	uint64_t absent_when_null; /* bit i: column i's null means absent */
 	char *table;		   /* the file */
 	size_t table_len;
-	size_t *records; /* record id -> offset of its line in table */
-	size_t nrecords;
+	struct rec_index stack_recs, frame_recs; /* id -> offset of its line in table */
 	json_object *cache[REPORT_RECORD_CACHE];
 	uint64_t cache_id[REPORT_RECORD_CACHE];
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * report: the stack_table layout (docs/formats.md). stacks.jsonl is read whole first: its first
- * line names samples.jsonl's columns, every other line is one stack record. A sample line is then
- * an array of those columns, turned back into the object the inline layout has (the record's
- * keys in place of "stack_id"), so that everything downstream reads one layout.
+ * line names samples.jsonl's columns, every other line is a stack or a frame record. A sample
+ * line is then an array of those columns, turned back into the object the inline layout has (the
+ * stack record's keys in place of "stack_id", its frame ids replaced by the frames), so that
+ * everything downstream reads one layout.
  *
  * Records are kept as text (memory: the file's size) and parsed when a sample names them; a
  * small cache by id saves re-parsing the few stacks most samples share.
@@ -78,31 +79,45 @@ static int take_header(struct report *r, json_object *h, struct perr *e)
 	return 0;
 }
 
-/* Where each record's line starts; ids must be 0, 1, 2, ... in file order. */
+static int push_offset(struct rec_index *ix, size_t off)
+{
+	if (ix->n == ix->cap) {
+		size_t ncap = ix->cap ? 2 * ix->cap : 256;
+		size_t *n = realloc(ix->off, ncap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		ix->off = n;
+		ix->cap = ncap;
+	}
+	ix->off[ix->n++] = off;
+	return 0;
+}
+
+/* Where each stack and frame record's line starts; each kind's ids must be 0, 1, 2, ... in
+ * file order (checked when a record is read). */
 static int index_records(struct report *r, struct perr *e)
 {
 	char *p = r->table, *end = r->table + r->table_len, *nl;
-	size_t cap = 0, lineno = 1;
+	size_t lineno = 1;
 
 	for (; p < end; p = nl + 1, lineno++) {
+		struct rec_index *ix;
+
 		nl = memchr(p, '\n', (size_t)(end - p));
 		if (!nl)
-			return rpt_fail(e,
-					"line %zu: no newline at its end (the run was cut "
-					"short)",
-					lineno);
+			return rpt_fail(
+			    e, "line %zu: no newline at its end (the run was cut short)", lineno);
 		if (lineno == 1)
 			continue;
-		if (r->nrecords == cap) {
-			size_t ncap = cap ? 2 * cap : 256;
-			size_t *n = realloc(r->records, ncap * sizeof(*n));
-
-			if (!n)
-				return rpt_fail(e, "out of memory");
-			r->records = n;
-			cap = ncap;
-		}
-		r->records[r->nrecords++] = (size_t)(p - r->table);
+		if (!strncmp(p, "{\"id\":", 6))
+			ix = &r->stack_recs;
+		else if (!strncmp(p, "{\"frame\":", 9))
+			ix = &r->frame_recs;
+		else
+			return rpt_fail(e, "line %zu: neither a stack nor a frame record", lineno);
+		if (push_offset(ix, (size_t)(p - r->table)))
+			return rpt_fail(e, "out of memory");
 	}
 	return 0;
 }
@@ -158,35 +173,91 @@ int report_read_stacks(struct report *r, FILE *f, char *err, size_t errlen)
 	return index_records(r, &e);
 }
 
-/* Record ID, parsed and checked (an object with that "id"); NULL with the message in e. */
-static json_object *record(struct report *r, uint64_t id, struct perr *e)
+/* Record ID of kind KEY ("id" or "frame") in IX, parsed and checked; NULL with "line N: problem"
+ * in msg. */
+static json_object *read_record(struct report *r, const struct rec_index *ix, const char *key,
+				uint64_t id, char *msg, size_t msglen)
 {
-	size_t slot = id % REPORT_RECORD_CACHE, start, len;
-	char msg[200];
+	struct perr e = {msg, msglen};
+	size_t start = ix->off[id], len, line, col;
 	json_object *rec;
 	uint64_t got;
 
-	if (r->cache[slot] && r->cache_id[slot] == id)
-		return r->cache[slot];
-	if (id >= r->nrecords) {
-		rpt_fail(e, "\"stack_id\" %" PRIu64 " is not in stacks.jsonl (%zu records)", id,
-			 r->nrecords);
-		return NULL;
-	}
-	start = r->records[id];
 	len = (size_t)((char *)memchr(r->table + start, '\n', r->table_len - start) -
 		       (r->table + start));
-	rec = parse_line(r, r->table + start, len, &(struct perr){msg, sizeof(msg)});
+	rec = parse_line(r, r->table + start, len, &e);
 	if (rec && (!json_object_is_type(rec, json_type_object) ||
-		    rpt_get_u64(&(struct perr){msg, sizeof(msg)}, "", rec, "id", false, 0, MAX_U64,
-				&got) ||
-		    (got != id && snprintf(msg, sizeof(msg), "\"id\" is %" PRIu64, got)))) {
+		    rpt_get_u64(&e, "", rec, key, false, 0, MAX_U64, &got) ||
+		    (got != id &&
+		     rpt_fail(&e, "\"%s\" is %" PRIu64 ", expected %" PRIu64, key, got, id)))) {
 		json_object_put(rec);
 		rec = NULL;
 	}
 	if (!rec) {
-		rpt_fail(e, "stacks.jsonl line %" PRIu64 " (record %" PRIu64 "): %s", id + 2, id,
-			 msg);
+		char why[200];
+
+		snprintf(why, sizeof(why), "%s", msg);
+		rpt_line_col(r->table, start, &line, &col);
+		rpt_fail(&e, "stacks.jsonl line %zu: %s", line, why);
+	}
+	return rec;
+}
+
+/* The record's "frames" (frame ids) turned into "stack" (the frames' objects, without their
+ * "frame" key), as the inline layout has it. */
+static int expand_frames(struct report *r, json_object *rec, char *msg, size_t msglen)
+{
+	struct perr e = {msg, msglen};
+	json_object *ids, *stack;
+	size_t n;
+
+	if (rpt_get_typed(&e, "", rec, "frames", false, json_type_array, &ids))
+		return -1;
+	n = json_object_array_length(ids);
+	if (n > MAX_FRAMES)
+		return rpt_fail(&e, "\"frames\" has %zu ids, more than %d", n, MAX_FRAMES);
+	stack = json_object_new_array_ext((int)n);
+	if (!stack)
+		return rpt_fail(&e, "out of memory");
+	json_object_object_add(rec, "stack", stack);
+	for (size_t i = 0; i < n; i++) {
+		json_object *v = json_object_array_get_idx(ids, i), *f;
+		int64_t fid = json_object_get_int64(v);
+
+		if (!json_object_is_type(v, json_type_int) || fid < 0 ||
+		    (size_t)fid >= r->frame_recs.n)
+			return rpt_fail(&e, "\"frames[%zu]\" is not a frame id of the table", i);
+		f = read_record(r, &r->frame_recs, "frame", (uint64_t)fid, msg, msglen);
+		if (!f)
+			return -1;
+		json_object_object_del(f, "frame");
+		json_object_array_add(stack, f);
+	}
+	json_object_object_del(rec, "frames");
+	return 0;
+}
+
+/* Stack record ID with its frames, checked; NULL with the message in e. */
+static json_object *record(struct report *r, uint64_t id, struct perr *e)
+{
+	size_t slot = id % REPORT_RECORD_CACHE;
+	char msg[300];
+	json_object *rec;
+
+	if (r->cache[slot] && r->cache_id[slot] == id)
+		return r->cache[slot];
+	if (id >= r->stack_recs.n) {
+		rpt_fail(e, "\"stack_id\" %" PRIu64 " is not in stacks.jsonl (%zu stacks)", id,
+			 r->stack_recs.n);
+		return NULL;
+	}
+	rec = read_record(r, &r->stack_recs, "id", id, msg, sizeof(msg));
+	if (rec && expand_frames(r, rec, msg, sizeof(msg))) {
+		json_object_put(rec);
+		rec = NULL;
+	}
+	if (!rec) {
+		rpt_fail(e, "stack %" PRIu64 ": %s", id, msg);
 		return NULL;
 	}
 	json_object_put(r->cache[slot]);
@@ -238,6 +309,7 @@ void rpt_table_free(struct report *r)
 	for (size_t i = 0; i < REPORT_RECORD_CACHE; i++)
 		json_object_put(r->cache[i]);
 	json_object_put(r->columns);
-	free(r->records);
+	free(r->stack_recs.off);
+	free(r->frame_recs.off);
 	free(r->table);
 }
