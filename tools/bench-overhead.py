@@ -310,7 +310,10 @@ def tool_outputs(rec, seg_s, workers):
             nworkers_seen=len(meta["workers"]), capped_epochs=capped,
             rb_drops=meta["counters"].get("ring_buffer_drops", 0),
             bytes_perf=os.path.getsize(os.path.join(rec["out"], "perf.data")),
-            bytes_jsonl=os.path.getsize(sj),
+            # With the stack table (absent in the inline layout) the samples name.
+            bytes_jsonl=sum(os.path.getsize(p) for p in (sj, os.path.join(rec["out"],
+                                                                          "stacks.jsonl"))
+                            if os.path.exists(p)),
             armed_fraction=ovh.get("armed_fraction"),
             est_overhead_pct=ovh.get("est_overhead_pct"))
     else:

@@ -244,6 +244,7 @@ static const struct {
 } formats[] = {
     {"none", NULL},
     {"jsonl", jsonl_writer_open},
+    {"jsonl-inline", jsonl_inline_writer_open},
     {"perf", perf_writer_open},
     {"pprof", pprof_writer_open},
     {"folded", folded_writer_open},
@@ -329,7 +330,7 @@ static void usage(void)
 			"[-d DIR] [-k]\n"
 			"  -n  sample counts (default 100000,1000000)\n"
 			"  -s  distinct stacks (default 10000)\n"
-			"  -f  none,jsonl,perf,pprof,folded,flamegraph (default all)\n"
+			"  -f  none,jsonl,jsonl-inline,perf,pprof,folded,flamegraph (default all)\n"
 			"  -d  where the outputs go (default a new directory in $TMPDIR or /tmp)\n"
 			"  -k  keep the outputs\n");
 }

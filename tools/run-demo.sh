@@ -47,7 +47,12 @@ echo "results in $OUT/ (profiler output; demo ground truth in $OUT/demo.jsonl)"
 if [ -f "$SAMPLES" ]; then
 	echo "samples: $(wc -l <"$SAMPLES") lines in $SAMPLES"
 	echo "top 5 leaf-most demo frames (first frame containing 'kind_', stacks are leaf first):"
-	jq -r '[.stack[]?.name // empty | select(type == "string" and contains("kind_"))] | .[0] // empty' \
+	# samples.jsonl's rows end in a stack id; stacks.jsonl's stack records list frame ids.
+	jq -n -r --slurpfile t "$OUT/stacks.jsonl" '
+		($t[1:] | map(select(has("frame")) | {(.frame | tostring): .name}) | add) as $f
+		| ($t[1:] | map(select(has("id")) | {(.id | tostring): ([.frames[] | $f[tostring] // empty
+			| select(contains("kind_"))] | .[0])}) | add) as $k
+		| inputs | $k[.[-1] | tostring] // empty' \
 		"$SAMPLES" | sort | uniq -c | sort -rn | awk 'NR <= 5'
 else
 	echo "no $SAMPLES written" >&2

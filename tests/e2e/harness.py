@@ -212,9 +212,39 @@ def wait_stderr(errf, needle, p, timeout=20):
         raise AssertionError(f"'{needle}' not on the tool's stderr: {f.read()[-1500:]}")
 
 
+def read_stack_table(outdir):
+    """stacks.jsonl of the stack_table layout: (header, {id: stack record}), each record's
+    frame ids ("frames") replaced by the frames ("stack"), as the inline layout has them."""
+    with open(os.path.join(outdir, "stacks.jsonl")) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+    frames = {r.pop("frame"): r for r in lines[1:] if "frame" in r}
+    stacks = {}
+    for r in lines[1:]:
+        if "id" in r:
+            r["stack"] = [frames[i] for i in r.pop("frames")]
+            stacks[r["id"]] = r
+    return lines[0], stacks
+
+
+def expand_rows(rows, header, records):
+    """stack_table rows as the inline layout's objects (docs/formats.md)."""
+    cols, absent = header["columns"], set(header.get("absent_when_null", []))
+    out = []
+    for row in rows:
+        s = {k: v for k, v in zip(cols, row) if not (v is None and k in absent)}
+        rec = records[s.pop("stack_id")]
+        s.update((k, v) for k, v in rec.items() if k != "id")
+        out.append(s)
+    return out
+
+
 def read_samples(outdir):
+    """samples.jsonl as the inline layout's objects, whichever layout the run wrote."""
     with open(os.path.join(outdir, "samples.jsonl")) as f:
-        return [json.loads(l) for l in f if l.strip()]
+        lines = [json.loads(l) for l in f if l.strip()]
+    if lines and isinstance(lines[0], list):
+        return expand_rows(lines, *read_stack_table(outdir))
+    return lines
 
 
 def read_metadata(outdir):

@@ -353,6 +353,8 @@ def sigkill_leaves_no_probe_and_readable_outputs():
     for l in whole:
         json.loads(l)
     assert len(whole) >= 50, f"only {len(whole)} complete sample lines after SIGKILL"
+    # stacks.jsonl reached the disk before every row naming its records.
+    assert len(read_samples(out)) == len(whole)
     files = sorted(os.listdir(out))
     assert "metadata.json" not in files, files
     assert "perf.data" not in files, f"a perf.data perf would choke on: {files}"

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """`dial9-bpf report DIR`: the summary of a real run, and one clear error for damaged input."""
+import json
 import os
 import random
 import re
 import shutil
 import tempfile
 
-from harness import Demo, read_metadata, read_samples, run_all, run_tool, test
+from harness import Demo, read_metadata, read_samples, read_stack_table, run_all, run_tool, test
 
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
             "channel_kind_consumer")
@@ -15,7 +16,8 @@ _cache = {}
 
 
 def recorded():
-    """One 5 s jsonl run of the mix demo: (output dir, samples, metadata)."""
+    """One 5 s jsonl run of the mix demo, in the default stack_table layout: (output dir,
+    samples as the inline layout's objects, metadata)."""
     if "run" not in _cache:
         d = Demo(workers=2, mode="mix")
         try:
@@ -28,6 +30,20 @@ def recorded():
             d.stop()
         _cache["run"] = (out, read_samples(out), read_metadata(out))
     return _cache["run"]
+
+
+def inline_copy():
+    """The same run converted to the inline layout (an old run's directory)."""
+    if "inline" not in _cache:
+        out, samples, meta = recorded()
+        d = tempfile.mkdtemp(prefix="d9report-inline-")
+        meta = dict(meta, samples=dict(meta["samples"], layout="inline"))
+        with open(os.path.join(d, "metadata.json"), "w") as f:
+            json.dump(meta, f)
+        with open(os.path.join(d, "samples.jsonl"), "w") as f:
+            f.writelines(json.dumps(s, separators=(",", ":")) + "\n" for s in samples)
+        _cache["inline"] = d
+    return _cache["inline"]
 
 
 def report(path):
@@ -82,12 +98,13 @@ def report_of_a_real_run():
     return f"{len(samples)} samples, {len(meta['workers'])} workers, fns {named}"
 
 
-def damaged(mutate):
-    """A copy of the real run's output, changed by mutate(dir)."""
-    out, _, _ = recorded()
+def damaged(mutate, compact=False):
+    """A copy of the real run's output (inline layout, or as written), changed by mutate(dir)."""
+    out = recorded()[0] if compact else inline_copy()
     d = tempfile.mkdtemp(prefix="d9bad-")
-    for name in ("metadata.json", "samples.jsonl"):
-        shutil.copy(os.path.join(out, name), d)
+    for name in ("metadata.json", "samples.jsonl", "stacks.jsonl"):
+        if os.path.exists(os.path.join(out, name)):
+            shutil.copy(os.path.join(out, name), d)
     mutate(d)
     return d
 
@@ -114,6 +131,12 @@ def sub_line(n, pattern, repl):
     def fn(lines):
         lines[n - 1] = re.sub(pattern, repl, lines[n - 1], count=1)
         return lines
+    return fn
+
+
+def sub_all(pattern, repl):
+    def fn(lines):
+        return [re.sub(pattern, repl, l, count=1) for l in lines]
     return fn
 
 
@@ -210,11 +233,39 @@ HOSTILE = [
 ]
 
 
+# The same for the stack_table layout's own ways of being damaged.
+HOSTILE_COMPACT = [
+    ("no stacks.jsonl", replace_file("stacks.jsonl", None), "stacks.jsonl", "directory whole"),
+    ("stacks.jsonl is a fifo", replace_file("stacks.jsonl", "fifo"), "stacks.jsonl",
+     "regular file"),
+    ("stack id not in the table", edit_lines("samples.jsonl", sub_line(3, rb",\d+\]$",
+                                                                      b",999999]")),
+     "samples.jsonl", 'line 3: "stack_id" 999999 is not in stacks.jsonl'),
+    ("stack id a string", edit_lines("samples.jsonl", sub_line(3, rb",\d+\]$", b',"x"]')),
+     "samples.jsonl", 'line 3: "stack_id" is a string'),
+    ("row too short", edit_lines("samples.jsonl", set_line(2, b"[1,2]")), "samples.jsonl",
+     "line 2: the row has 2 values"),
+    ("row cut in the middle", edit_lines("samples.jsonl", lambda l: set_line(2, l[1][:50])(l)),
+     "samples.jsonl", "line 2:"),
+    ("header not columns", edit_lines("stacks.jsonl", set_line(1, b'{"columns":5}')),
+     "stacks.jsonl", 'line 1: "columns" is an integer'),
+    ("record with another id", edit_lines("stacks.jsonl", sub_all(rb'^\{"id":0,', b'{"id":7,')),
+     "samples.jsonl", '"id" is 7, expected 0'),
+    ("frame id not in the table", edit_lines("stacks.jsonl", sub_all(rb'"frames":\[\d+',
+                                                                      b'"frames":[999999')),
+     "samples.jsonl", '"frames[0]" is not a frame id'),
+    ("neither stack nor frame", edit_lines("stacks.jsonl", set_line(2, b'{"x":1}')),
+     "stacks.jsonl", "line 2: neither a stack nor a frame record"),
+    ("binary stacks.jsonl", replace_file("stacks.jsonl", GARBAGE), "stacks.jsonl", "line 1"),
+]
+
+
 @test
 def hostile_inputs_fail_cleanly():
     done = []
-    for case, mutate, fname, needle in HOSTILE:
-        d = damaged(mutate)
+    cases = [c + (False,) for c in HOSTILE] + [c + (True,) for c in HOSTILE_COMPACT]
+    for case, mutate, fname, needle, compact in cases:
+        d = damaged(mutate, compact)
         try:
             rc, text, err = report(d)
             lines = [x for x in err.splitlines() if x.strip()]
@@ -250,20 +301,48 @@ def bad_directory():
 def truncated_last_line_is_a_warning():
     """A run killed mid-write leaves a cut last line: reported, skipped, not fatal."""
     _, samples, _ = recorded()
-    d = damaged(cut_file("samples.jsonl", lambda n: n - 200))
-    try:
-        rc, text, err = report(d)
-        lines = err.splitlines()
-        assert rc == 0, f"exit {rc}: {err}"
-        assert len(lines) == 1 and "warning" in lines[0] and \
-            f"line {len(samples)}:" in lines[0], lines
-        assert f"{len(samples) - 1} samples (" in text
-        assert f"line {len(samples)} was cut short" in text
-        assert re.search(rf"samples.jsonl has {len(samples) - 1} samples but metadata.json "
-                         rf"says {len(samples)}", text)
-    finally:
-        shutil.rmtree(d)
+    # Less than a row of the stack_table layout (~190 B) is cut from it.
+    for compact, cut in ((False, 200), (True, 100)):
+        d = damaged(cut_file("samples.jsonl", lambda n: n - cut), compact)
+        try:
+            rc, text, err = report(d)
+            lines = err.splitlines()
+            assert rc == 0, f"exit {rc}: {err}"
+            assert len(lines) == 1 and "warning" in lines[0] and \
+                f"line {len(samples)}:" in lines[0], lines
+            assert f"{len(samples) - 1} samples (" in text
+            assert f"line {len(samples)} was cut short" in text
+            assert re.search(rf"samples.jsonl has {len(samples) - 1} samples but metadata.json "
+                             rf"says {len(samples)}", text)
+        finally:
+            shutil.rmtree(d)
     return lines[0]
+
+
+@test
+def compact_layout_matches_inline():
+    """The stack_table layout: small rows, every stack id in the table in first-seen order,
+    and the report the same as on the inline layout of the same run."""
+    out, samples, meta = recorded()
+    assert meta["samples"]["layout"] == "stack_table", meta["samples"]
+    with open(os.path.join(out, "samples.jsonl")) as f:
+        rows = [json.loads(l) for l in f]
+    header, records = read_stack_table(out)
+    sid = header["columns"].index("stack_id")
+    assert sorted(records) == list(range(len(records))), sorted(records)[:20]
+    first_seen = list(dict.fromkeys(r[sid] for r in rows))
+    assert first_seen == list(range(len(records))), f"ids not in first-seen order: {first_seen}"
+    size = os.path.getsize(os.path.join(out, "samples.jsonl"))
+    table = os.path.getsize(os.path.join(out, "stacks.jsonl"))
+    per = size / len(rows)
+    assert per <= 300, f"{per:.0f} bytes per sample"
+    rc1, compact, err1 = report(out)
+    rc2, inline, err2 = report(inline_copy())
+    assert rc1 == 0 and rc2 == 0 and err1 == "" and err2 == "", (rc1, err1, rc2, err2)
+    drop_dir = lambda t: t.split("\n", 1)[1]
+    assert drop_dir(compact) == drop_dir(inline), "reports differ"
+    return (f"{len(rows)} samples: {per:.0f} B each, stacks.jsonl {table} B for "
+            f"{len(records)} stacks ({(size + table) / len(rows):.0f} B a sample with it)")
 
 
 if __name__ == "__main__":
@@ -272,4 +351,6 @@ if __name__ == "__main__":
     finally:
         if "run" in _cache:
             shutil.rmtree(_cache["run"][0], ignore_errors=True)
+        if "inline" in _cache:
+            shutil.rmtree(_cache["inline"], ignore_errors=True)
     raise SystemExit(rc)

@@ -335,6 +335,8 @@ static void child_argv(const struct watch *w, const struct profile *p, const cha
 		argv[a++] = "--verbose";
 	if (o->no_task_root)
 		argv[a++] = "--no-task-root";
+	if (o->inline_stacks)
+		argv[a++] = "--inline-stacks";
 	if (o->debuginfo.symbols) {
 		argv[a++] = "--symbols";
 		argv[a++] = (char *)o->debuginfo.symbols;

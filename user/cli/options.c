@@ -23,6 +23,8 @@ static const char doc[] =
     "  sudo dial9-bpf --pid 1234 -F 50 --cap-burst 200   # 50 samples/s/worker\n"
     "  sudo dial9-bpf --pid 1234 --seed 42       # reproducible selection\n"
     "  sudo dial9-bpf --pid 1234 --format perf,folded\n"
+    "  sudo dial9-bpf --pid 1234 --inline-stacks  # whole stacks in each\n"
+    "                     # samples.jsonl line, for jq (no stacks.jsonl)\n"
     "  sudo dial9-bpf --pid 1234 --overhead-budget 100  # every poll: costly\n"
     "  sudo dial9-bpf --cgroup system.slice/api.service -d 30 -o /tmp/svc\n"
     "                     # each Tokio process in it (and later ones) into\n"
@@ -78,6 +80,7 @@ enum {
 	OPT_CGROUP,
 	OPT_CONTAINER,
 	OPT_NO_TASK_ROOT,
+	OPT_INLINE_STACKS,
 	OPT_SYMBOLS,
 	OPT_DEBUG_DIR,
 	OPT_LONG_POLL_MS,
@@ -132,6 +135,10 @@ static const struct argp_option argp_opts[] = {
     {"no-task-root", OPT_NO_TASK_ROOT, NULL, 0,
      "Leave out the root frame naming each sample's task future (\"task: my_app::handler::"
      "{{closure}}\") in pprof, folded and the flamegraph",
+     0},
+    {"inline-stacks", OPT_INLINE_STACKS, NULL, 0,
+     "Write samples.jsonl as one JSON object per sample with its whole stack (~4-16 KB a "
+     "sample) instead of rows naming stacks.jsonl's records (~200 B a sample)",
      0},
     {"symbols", OPT_SYMBOLS, "FILE|DIR", 0,
      "A stripped target's debug file, or a directory of debug files searched by build id "
@@ -369,6 +376,9 @@ static error_t parse_output_arg(int key, char *arg, struct options *o)
 			bad_usage("invalid --keep '%s': give a number of folders from 1 to %llu",
 				  arg, D9_MAX_KEEP);
 		o->keep = v;
+		break;
+	case OPT_INLINE_STACKS:
+		o->inline_stacks = true;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

@@ -51,7 +51,8 @@ struct options {
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
-	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
+	bool no_task_root;  /* leave out the "task: FUTURE" root frame of every stack */
+	bool inline_stacks; /* samples.jsonl in the inline layout (no stacks.jsonl) */
 	uint64_t
 	    long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
 	/* --rotate: one complete output folder per rotate_s seconds in DIR/<start>/, the newest

@@ -252,7 +252,10 @@ static int open_writers(const struct options *o, const struct out_dir *dir, stru
 
 		if (!(o->formats & all[i].bit))
 			continue;
-		err = all[i].open(dir, &w[*n]);
+		if (all[i].bit == D9_FMT_JSONL && o->inline_stacks)
+			err = jsonl_inline_writer_open(dir, &w[*n]);
+		else
+			err = all[i].open(dir, &w[*n]);
 		if (err)
 			return err;
 		(*n)++;

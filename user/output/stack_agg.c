@@ -438,17 +438,6 @@ static size_t stack_key(const struct task_frame *frames, size_t n, uint64_t *key
 	return len;
 }
 
-static uint64_t key_hash(const uint64_t *key, size_t len)
-{
-	uint64_t h = len;
-
-	for (size_t i = 0; i < len; i++) {
-		h = (h ^ key[i]) * 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 29;
-	}
-	return mix64(h);
-}
-
 /* Moves the weight a cached stack gathered into its leaf. */
 static void flush_stack(struct stack_agg *a, const struct stack_slot *slot)
 {
@@ -529,7 +518,7 @@ int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s)
 	len = stack_key(frames, n, key);
 	if ((a->nstacks + 1) * 2 > a->nstack_slots && grow_stacks(a))
 		return -ENOMEM;
-	h = key_hash(key, len);
+	h = hash_words(key, len);
 	for (i = h & (a->nstack_slots - 1); a->stacks[i].leaf && a->stacks[i].hash != h;
 	     i = (i + 1) & (a->nstack_slots - 1))
 		;

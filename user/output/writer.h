@@ -46,7 +46,10 @@ struct writer {
 };
 
 /* Constructors: create <file> in DIR; return 0 and fill *w, or a negative errno. */
-int jsonl_writer_open(const struct out_dir *dir, struct writer *w);	 /* samples.jsonl */
+/* samples.jsonl and stacks.jsonl (the stack_table layout); the inline layout: samples.jsonl */
+#define JSONL_STACK_INDEX_MAX (1u << 17) /* stacks given ids before the index starts afresh */
+int jsonl_writer_open(const struct out_dir *dir, struct writer *w);
+int jsonl_inline_writer_open(const struct out_dir *dir, struct writer *w);
 int perf_writer_open(const struct out_dir *dir, struct writer *w);	 /* perf.data */
 int pprof_writer_open(const struct out_dir *dir, struct writer *w);	 /* profile.pb.gz */
 int folded_writer_open(const struct out_dir *dir, struct writer *w);	 /* stacks.folded */

@@ -56,6 +56,7 @@ void report_free(struct report *r)
 	free(r->types);
 	free(r->draws);
 	free(r->buf);
+	rpt_table_free(r);
 	json_tokener_free(r->tok);
 	free(r);
 }
@@ -104,28 +105,52 @@ static int load_metadata(struct report *r, const char *path)
 	return rc;
 }
 
-static int load_samples(struct report *r, const char *path)
+/* Opens PATH and streams it through READ; prints one line naming the file on failure. Returns
+ * READ's result (err then holds its warning when positive). */
+static int read_input(struct report *r, const char *path, const char *fix,
+		      int (*read)(struct report *, FILE *, char *, size_t), char *err,
+		      size_t errlen)
 {
-	static const char fix[] = "record with --format jsonl (or all) to get a report";
-	char err[512];
 	off_t size = 0;
 	FILE *f;
 	int rc;
 
-	f = rpt_open_regular(path, 0, fix, err, sizeof(err), &size);
+	f = rpt_open_regular(path, 0, fix, err, errlen, &size);
 	if (!f) {
 		fprintf(stderr, "dial9-bpf: %s: %s\n", path, err);
 		return -1;
 	}
-	rc = report_read_samples(r, f, err, sizeof(err));
+	rc = read(r, f, err, errlen);
 	fclose(f);
-	if (rc < 0) {
+	if (rc < 0)
 		fprintf(stderr,
 			"dial9-bpf: %s: %s: the file is damaged or not written by dial9-bpf; "
 			"record the run again\n",
 			path, err);
+	return rc;
+}
+
+static int load_stacks(struct report *r, const char *dir)
+{
+	static const char fix[] = "metadata.json says samples.jsonl names its stacks there; "
+				  "copy the run's directory whole";
+	char path[4096], err[512];
+
+	if (snprintf(path, sizeof(path), "%s/stacks.jsonl", dir) >= (int)sizeof(path)) {
+		fprintf(stderr, "dial9-bpf: %s: path too long: give a shorter path\n", dir);
 		return -1;
 	}
+	return read_input(r, path, fix, report_read_stacks, err, sizeof(err));
+}
+
+static int load_samples(struct report *r, const char *path)
+{
+	static const char fix[] = "record with --format jsonl (or all) to get a report";
+	char err[512];
+	int rc = read_input(r, path, fix, report_read_samples, err, sizeof(err));
+
+	if (rc < 0)
+		return -1;
 	if (!r->nsamples && r->written) {
 		fprintf(stderr,
 			"dial9-bpf: %s: no samples, but metadata.json says %" PRIu64 " were "
@@ -157,7 +182,9 @@ int rpt_run(const char *dir)
 		fprintf(stderr, "dial9-bpf: report: out of memory\n");
 		return 1;
 	}
-	if (!load_metadata(r, meta) && !load_samples(r, samples)) {
+	if (!load_metadata(r, meta) &&
+	    (strcmp(r->samples_layout, "stack_table") || !load_stacks(r, dir)) &&
+	    !load_samples(r, samples)) {
 		report_print(r, dir, stdout);
 		if (fflush(stdout) || ferror(stdout))
 			fprintf(stderr, "dial9-bpf: failed to write the report: %s\n",

@@ -14,7 +14,7 @@ int report_main(const char *dir);
 #define REPORT_LINE_MAX (1u << 20)  /* longest samples.jsonl line accepted */
 #define REPORT_META_MAX (64u << 20) /* largest metadata.json accepted */
 #define REPORT_MAX_STACKS 100000    /* distinct stacks kept; the rest count as "other" */
-#define REPORT_INCOMPLETE 1         /* report_parse_sample: an unfinished JSON object */
+#define REPORT_INCOMPLETE 1	    /* report_parse_sample: an unfinished JSON object */
 
 struct report;
 struct report *report_new(size_t max_stacks); /* 0: REPORT_MAX_STACKS */
@@ -23,6 +23,8 @@ int report_parse_metadata(struct report *r, const char *buf, size_t len, char *e
 int report_parse_sample(struct report *r, const char *line, size_t len, char *err, size_t errlen);
 /* Streams a samples.jsonl: 0; 1 when a truncated last line was skipped (err: the warning); -1. */
 int report_read_samples(struct report *r, FILE *f, char *err, size_t errlen);
+/* Loads a stacks.jsonl, which a samples.jsonl of the stack_table layout needs first: 0 or -1. */
+int report_read_stacks(struct report *r, FILE *f, char *err, size_t errlen);
 void report_print(const struct report *r, const char *dir, FILE *out);
 
 #endif

@@ -25,6 +25,7 @@
 #define MAX_WORKER_INDEX 1000000
 #define MAX_COUNTERS 64
 #define JSON_DEPTH 16
+#define REPORT_RECORD_CACHE 64 /* parsed stack records kept, by id */
 /*
  * Plausibility limits. json-c clamps integers beyond 64 bits to the type's limit, so every
  * bound is below INT64_MAX / UINT64_MAX, which turns an overflowing number into an error.
@@ -60,6 +61,12 @@ struct stack_ent {
 	uint64_t samples;
 	double count;	/* sum of weight_count: estimated resumes */
 	double idle_ns; /* sum of weight_idle_ns: estimated time parked */
+};
+
+/* Where each record of one kind starts in stacks.jsonl, by id. */
+struct rec_index {
+	size_t *off;
+	size_t n, cap;
 };
 
 /* Estimates by task type: the future each task was spawned with. */
@@ -133,6 +140,17 @@ struct report {
 	size_t ndraws, draws_cap;
 	int64_t solo; /* clusters handed to always-armed samples, one each */
 
+	/* stacks.jsonl (report_table.c), when samples.jsonl has the stack_table layout */
+	char samples_layout[16];   /* metadata.json's samples.layout; empty: inline */
+	json_object *columns;	   /* names of a row's values */
+	size_t stack_col;	   /* which of them is "stack_id" */
+	uint64_t absent_when_null; /* bit i: column i's null means absent */
+	char *table;		   /* the file */
+	size_t table_len;
+	struct rec_index stack_recs, frame_recs; /* id -> offset of its line in table */
+	json_object *cache[REPORT_RECORD_CACHE];
+	uint64_t cache_id[REPORT_RECORD_CACHE];
+
 	struct json_tokener *tok;
 	char *buf; /* line reader: REPORT_LINE_MAX + 1 bytes */
 	char key[2 + PARK_NAME_MAX + REPORT_SHOWN_FRAMES * (KEY_NAME_MAX + 1)];
@@ -178,6 +196,10 @@ struct type_sum *rpt_type_get(struct report *r, const char *future);
 /* Adds one parsed samples.jsonl object to the totals: 0, or -1 with the message in e. */
 int rpt_take_sample(struct report *r, json_object *obj, struct perr *e);
 void rpt_copy_str(char *dst, size_t n, const char *src);
+/* A stack_table row as the inline layout's object (a new reference), or NULL with the message
+ * in e. */
+json_object *rpt_expand_row(struct report *r, json_object *row, struct perr *e);
+void rpt_table_free(struct report *r);
 /* The report of one --pid run's directory, to stdout; returns the exit code. */
 int rpt_run(const char *dir);
 /* The report of a --cgroup/--container run's directory; returns the exit code. */

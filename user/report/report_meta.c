@@ -196,7 +196,6 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 			return -1;
 		OPT_STR(probes, "probes", "link", r->link);
 	}
-#undef OPT_STR
 	if (rpt_get_typed(e, "", root, "overhead", true, json_type_object, &overhead) ||
 	    (overhead &&
 	     rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS, &r->windows)))
@@ -221,8 +220,10 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 		    rpt_get_u64(e, "samples", samples, "task_id_ok", true, 0, MAX_NS,
 				&r->task_id_ok))
 			return -1;
+		OPT_STR(samples, "samples", "layout", r->samples_layout);
 		r->have_samples_meta = true;
 	}
+#undef OPT_STR
 	return 0;
 }
 

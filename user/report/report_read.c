@@ -226,9 +226,10 @@ int report_parse_sample(struct report *r, const char *line, size_t len, char *er
 	end = json_tokener_get_parse_end(r->tok);
 	if (jerr == json_tokener_continue) {
 		json_object_put(obj);
-		/* A bare number or an open array never ends without more input either: only an
-		 * object, which every line is, counts as cut short. */
-		if (line[first] != '{')
+		/* A bare number or an open array never ends without more input either: only what
+		 * every line is, an object, or an array in the stack_table layout, counts as cut
+		 * short. */
+		if (line[first] != '{' && (line[first] != '[' || !r->columns))
 			return rpt_fail(&e, "not a JSON object");
 		rpt_fail(&e, "the JSON object ends early (a truncated line)");
 		return REPORT_INCOMPLETE;
@@ -241,6 +242,14 @@ int report_parse_sample(struct report *r, const char *line, size_t len, char *er
 	if (!rpt_blank(line + end, len - end)) {
 		json_object_put(obj);
 		return rpt_fail(&e, "unexpected text after the JSON object at column %zu", end + 1);
+	}
+	if (r->columns && json_object_is_type(obj, json_type_array)) {
+		json_object *row = obj;
+
+		obj = rpt_expand_row(r, row, &e);
+		json_object_put(row);
+		if (!obj)
+			return -1;
 	}
 	rc = rpt_take_sample(r, obj, &e);
 	json_object_put(obj);

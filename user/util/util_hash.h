@@ -46,4 +46,17 @@ static inline uint64_t hash_bytes(const char *s, size_t len)
 	return mix64(h);
 }
 
+/* The same over 64-bit words (pointers, addresses): a multiply and a shift a word, then mix64;
+ * the length seeds it so that a key and its zero-extended copy differ. */
+static inline uint64_t hash_words(const uint64_t *w, size_t n)
+{
+	uint64_t h = n;
+
+	for (size_t i = 0; i < n; i++) {
+		h = (h ^ w[i]) * D9_GOLDEN_GAMMA;
+		h ^= h >> 29;
+	}
+	return mix64(h);
+}
+
 #endif
