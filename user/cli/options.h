@@ -37,8 +37,10 @@ struct options {
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;
 	bool quiet;
-	bool no_task_root;     /* leave out the "task: FUTURE" root frame of every stack */
-	uint64_t long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
+	bool no_task_root; /* leave out the "task: FUTURE" root frame of every stack */
+	uint64_t
+	    long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
+	uint64_t cpu_hz;  /* on-CPU samples: clock ticks per second per CPU; 0 = off */
 	/* A stripped target's debug file: --symbols FILE|DIR, --debug-dir (debuginfo.h). */
 	struct debuginfo_opts debuginfo;
 
@@ -52,6 +54,10 @@ struct options {
 #define D9_MAX_HZ 100000ULL
 #define D9_MAX_BURST 1000000ULL
 #define D9_MAX_LONG_POLL_MS 3600000ULL
+#define D9_MAX_CPU_HZ 10000ULL
+/* On-CPU samples by default: ~20 a second per busy worker, each ~20 us in fp mode and ~250 us
+ * with DWARF unwinding (bench/RESULTS.md): under 0.5% of a worker's CPU either way. */
+#define D9_DEFAULT_CPU_HZ 19
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and

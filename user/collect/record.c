@@ -28,6 +28,7 @@
 #include "attach.h"
 #include "calibrate.h"
 #include "collector.h"
+#include "cpu_samples.h"
 #include "long_polls.h"
 #include "metadata.h"
 #include "park_outcome.h"
@@ -77,6 +78,7 @@ struct record {
 	struct bpf_link *exec_link;
 	struct bpf_link *lp_link;
 	struct long_polls lp;
+	struct cpu_samples cpu;
 	struct arming arm;
 	struct run_summary run;
 	struct worker_tls wtls;
@@ -332,7 +334,8 @@ static void configure_bpf(struct record *r)
 	skel->rodata->read_task_id = tl.valid;
 	skel->rodata->hdr_vtable_off = tl.hdr_vtable_off;
 	skel->rodata->vtable_id_off = tl.vtable_id_off;
-	long_polls_configure(&r->lp, skel, r->t, o->long_poll_ms * 1000000ULL);
+	long_polls_configure(&r->lp, skel, r->t, o->long_poll_ms * 1000000ULL, o->cpu_hz > 0);
+	cpu_samples_configure(&r->cpu, skel, o->cpu_hz);
 }
 
 /* The target, locked against a second run, and the BPF object, loaded. */
@@ -422,6 +425,7 @@ static int setup_collector(struct record *r)
 	col->types = &r->types;
 	col->task_root = !o->no_task_root;
 	col->long_polls = &r->lp;
+	col->cpu = &r->cpu;
 	/* In fp mode too: DWARF names the calls inlined at each return address. */
 	col->unw = unwinder_new(o->pid);
 	if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
@@ -520,6 +524,7 @@ static int record_attach(struct record *r)
 			"same executable will not stop the run\n",
 			strerror(errno));
 	long_polls_start_ticks(&r->lp, r->skel, &r->wtls);
+	cpu_samples_start(&r->cpu, r->skel);
 	if (r->lp.min_ns && !(r->lp_link = bpf_program__attach(r->skel->progs.lp_switch))) {
 		fprintf(stderr,
 			"dial9-bpf: failed to attach to sched_switch: %s: long polls are off\n",
@@ -657,6 +662,7 @@ static void record_detach(struct record *r)
 	bpf_link__destroy(r->lp_link);
 	r->lp_link = NULL;
 	long_polls_stop_ticks(&r->lp);
+	cpu_samples_stop(&r->cpu);
 	r->run.detach_ms = (mono_ns() - t0) / 1e6;
 }
 
@@ -696,6 +702,7 @@ static int record_finish(struct record *r)
 	if (long_polls_finish(&r->lp))
 		err = 1;
 	r->run.long_polls = &r->lp;
+	r->run.cpu_samples = &r->cpu;
 	r->run.arming = &r->arm;
 	if (metadata_write(&r->outdir, r->o, r->t, &r->col, &r->run))
 		err = 1;
@@ -720,6 +727,7 @@ static void record_free(struct record *r)
 	ring_buffer__free(r->rb);
 	unwinder_free(r->col.unw);
 	collector_free(&r->col);
+	cpu_samples_free(&r->cpu);
 	task_types_free(&r->types);
 	symbolizer_free(r->sym);
 	sampler_bpf__destroy(r->skel);

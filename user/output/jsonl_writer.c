@@ -187,6 +187,12 @@ static int jsonl_sample(struct writer *w, const struct task_sample *s)
 	json_buf_u64(b, s->weight_count);
 	json_buf_lit(b, ",\"weight_idle_ns\":");
 	json_buf_u64(b, s->weight_idle_ns);
+	json_buf_lit(b, ",\"weight_cpu_ns\":");
+	json_buf_u64(b, s->weight_cpu_ns);
+	if (s->on_cpu)
+		json_buf_lit(b, ",\"kind\":\"cpu\"");
+	else
+		json_buf_lit(b, ",\"kind\":\"park\"");
 	if (s->stack_error) {
 		json_buf_lit(b, ",\"stack_error\":");
 		json_buf_i64(b, s->stack_error);

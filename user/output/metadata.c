@@ -12,6 +12,7 @@
 #include "debuginfo.h"
 #include "elf_file.h"
 #include "json.h"
+#include "cpu_samples.h"
 #include "long_polls.h"
 #include "metadata.h"
 #include "worker_tls.h"
@@ -48,6 +49,9 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_RET_UNMATCHED] = "park_returns_unmatched",
     [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
     [D9_CNT_GATE_HITS] = "probe_hits_in_gate",
+    [D9_CNT_CPU_TICKS] = "cpu_ticks_on_workers",
+    [D9_CNT_CPU_UNLEARNED] = "cpu_samples_task_unknown",
+    [D9_CNT_CPU_DROPS] = "cpu_sample_drops",
 };
 
 /* The workers' detection method when they share one, else "mixed". */
@@ -235,7 +239,8 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
 			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\"}",
-			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows, a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
+			i ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
+			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			a->log[i].duty >= 1.0  ? "always"
 			: a->log[i].by_samples ? "samples"
 					       : "budget");
@@ -351,6 +356,11 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	if (r->long_polls) {
 		fputs("  \"long_polls\": ", f);
 		long_polls_write_json(f, r->long_polls);
+		fputs(",\n", f);
+	}
+	if (r->cpu_samples) {
+		fputs("  \"cpu_samples\": ", f);
+		cpu_samples_write_json(f, r->cpu_samples);
 		fputs(",\n", f);
 	}
 	write_probes(f, t, r);

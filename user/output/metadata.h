@@ -12,6 +12,7 @@ struct collector;
 struct arming;
 struct worker_tls;
 struct long_polls;
+struct cpu_samples;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -26,8 +27,9 @@ struct run_summary {
 	uint64_t probes_attached;
 	bool uprobe_multi;
 	struct arming *arming;
-	const struct worker_tls *worker_tls; /* workers found at the attach, or NULL */
-	const struct long_polls *long_polls; /* or NULL */
+	const struct worker_tls *worker_tls;   /* workers found at the attach, or NULL */
+	const struct long_polls *long_polls;   /* or NULL */
+	const struct cpu_samples *cpu_samples; /* or NULL */
 };
 
 struct out_dir;
