@@ -180,6 +180,9 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
     args = [*map(str, args)]
     if not windows and "--overhead-budget" not in args and args and args[0] != "report":
         args += ALWAYS_ARMED
+    # Park samples only unless asked: on-CPU samples have tests of their own (test_oncpu.py).
+    if "--cpu-hz" not in args and args and args[0] != "report":
+        args += ["--cpu-hz", "0"]
     cmd = [TOOL, *args]
     if user:
         cmd = ["setpriv", "--reuid", str(user), "--regid", str(user), "--clear-groups",

@@ -268,16 +268,21 @@ static int open_writers(const struct options *o, const struct out_dir *dir, stru
 	static const struct {
 		unsigned int bit;
 		int (*open)(const struct out_dir *dir, struct writer *w);
+		bool time; /* a view of running and waiting: only with on-CPU samples */
 	} all[] = {
-	    {D9_FMT_JSONL, jsonl_writer_open},		 {D9_FMT_PERF, perf_writer_open},
-	    {D9_FMT_PPROF, pprof_writer_open},		 {D9_FMT_FOLDED, folded_writer_open},
-	    {D9_FMT_FLAMEGRAPH, flamegraph_writer_open},
+	    {D9_FMT_JSONL, jsonl_writer_open, false},
+	    {D9_FMT_PERF, perf_writer_open, false},
+	    {D9_FMT_PPROF, pprof_writer_open, false},
+	    {D9_FMT_FOLDED, folded_writer_open, false},
+	    {D9_FMT_FLAMEGRAPH, flamegraph_writer_open, false},
+	    {D9_FMT_FOLDED, folded_time_writer_open, true},
+	    {D9_FMT_FLAMEGRAPH, flamegraph_time_writer_open, true},
 	};
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		int err;
 
-		if (!(o->formats & all[i].bit))
+		if (!(o->formats & all[i].bit) || (all[i].time && !o->cpu_hz))
 			continue;
 		err = all[i].open(dir, &w[*n]);
 		if (err)

@@ -10,10 +10,12 @@
  * at finish when they are complete; pprof resolves every id and string index after decoding.
  * Everything goes to a temp file renamed when complete.
  *
- * Values: resumes/count = weight_count, idle/nanoseconds = weight_idle_ns, so that pprof totals
- * equal the sums of samples.jsonl. Locations are addresses (the leaf's ip, return address - 1
- * above it, so that a location lands on the call); their mappings are marked has_functions,
- * so pprof trusts our names and never re-symbolizes against whatever binary it finds locally.
+ * Values: resumes/count = weight_count, idle/nanoseconds = weight_idle_ns, cpu/nanoseconds =
+ * weight_cpu_ns (on-CPU samples; 0 in park samples, which carry the other two), so that pprof
+ * totals equal the sums of samples.jsonl (`-sample_index=cpu` shows where workers ran). Locations
+ * are addresses (the leaf's ip, return address - 1 above it, so that a location lands on the call);
+ * their mappings are marked has_functions, so pprof trusts our names and never re-symbolizes
+ * against whatever binary it finds locally.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -290,7 +292,7 @@ static void label_str(struct pprof_writer *pw, uint32_t key, const char *val)
 static int pprof_sample(struct writer *w, const struct task_sample *s)
 {
 	struct pprof_writer *pw = w->priv;
-	uint64_t values[2] = {s->weight_count, s->weight_idle_ns};
+	uint64_t values[3] = {s->weight_count, s->weight_idle_ns, s->weight_cpu_ns};
 	size_t n = s->nframes ? s->nframes : 1;
 	char worker[32];
 
@@ -327,7 +329,7 @@ static int pprof_sample(struct writer *w, const struct task_sample *s)
 
 	pb_reset(&pw->msg);
 	pb_packed(&pw->msg, SAMPLE_LOCATION_ID, pw->ids, n);
-	pb_packed(&pw->msg, SAMPLE_VALUE, values, 2);
+	pb_packed(&pw->msg, SAMPLE_VALUE, values, 3);
 	if (s->worker >= 0)
 		snprintf(worker, sizeof(worker), "w%d", s->worker);
 	else
@@ -523,6 +525,10 @@ static int write_trailer(struct pprof_writer *pw, const struct run_context *rc)
 		value_type(pw, "idle", "nanoseconds");
 		err = emit_msg(pw, PROFILE_SAMPLE_TYPE);
 	}
+	if (!err) {
+		value_type(pw, "cpu", "nanoseconds");
+		err = emit_msg(pw, PROFILE_SAMPLE_TYPE);
+	}
 	if (err)
 		return err;
 	/* Each sample's values are already estimates (1/p per resume), so one resume per unit. */
@@ -588,7 +594,7 @@ static int write_trailer(struct pprof_writer *pw, const struct run_context *rc)
 		comment(pw, "target: pid %d (%s) %s", rc->target->pid, rc->target->comm,
 			rc->target->exe_path);
 	comment(pw, "values are Horvitz-Thompson estimates: resumes = weight_count, idle = "
-		    "weight_idle_ns of samples.jsonl");
+		    "weight_idle_ns of samples.jsonl; cpu = weight_cpu_ns, clock ticks");
 	if (rc->opts)
 		comment(pw, "per-worker-hz %" PRIu64 ", seed %" PRIu64 ", %" PRIu64 " samples",
 			rc->opts->per_worker_hz, rc->opts->seed, pw->nsamples);
