@@ -64,19 +64,63 @@ void cpu_samples_note_task(struct cpu_samples *cs, uint64_t id, struct task_type
 	cs->ids[i].type = type;
 }
 
+#define MAX_MERGED 16
+
+/* A multi-thread runtime's worker loop runs inside a blocking-pool task of its own
+ * (BlockingTask<Launch::launch's closure>), whose id stays in current_task_id between polls:
+ * that task innermost on the stack is the scheduler, not a task. */
+static bool is_worker_launch(const char *future)
+{
+	return future && strstr(future, "BlockingTask<") && strstr(future, "worker::Launch");
+}
+
+/* Of types sharing one merged poll instance, the one whose future names a function called
+ * inside it (its async fn's poll, leafward of the instance: FR[0..n)); NULL when not one. */
+static struct task_type *by_callee(struct task_type **cand, size_t ncand,
+				   const struct task_frame *fr, size_t n)
+{
+	struct task_type *found = NULL;
+	size_t launches = 0;
+
+	for (size_t c = 0; c < ncand; c++)
+		launches += is_worker_launch(cand[c]->name);
+	if (launches == ncand)
+		return cand[0]; /* the workers' own, named alike */
+	for (size_t c = 0; c < ncand; c++) {
+		for (size_t i = 0; i < n; i++) {
+			const char *name = fr[i].name;
+
+			if (!name || strlen(name) < 12 || !strncmp(name, "tokio::", 7) ||
+			    !strstr(cand[c]->name, name))
+				continue;
+			if (found && found != cand[c])
+				return NULL;
+			found = cand[c];
+			break;
+		}
+	}
+	return found;
+}
+
 /* The type whose raw::poll or Harness::poll instance is on the stack (it runs the task's poll;
  * raw::poll tail-calls Harness::poll, so usually only the latter is there). */
 static struct task_type *type_on_stack(struct symbolizer *sym, const struct task_types *tt,
 				       const struct task_frame *fr, size_t n)
 {
+	struct task_type *cand[MAX_MERGED];
+
 	for (size_t i = 0; i < n; i++) {
 		struct sym_info si;
+		size_t nc;
 
 		if (fr[i].inlined || !fr[i].name ||
 		    (!strstr(fr[i].name, "task::raw::poll") && !strstr(fr[i].name, "Harness<")))
 			continue;
-		if (!symbolizer_resolve(sym, fr[i].addr, &si))
-			return task_types_by_poll(tt, fr[i].addr - si.sym_offset);
+		if (symbolizer_resolve(sym, fr[i].addr, &si))
+			continue;
+		nc = task_types_by_poll(tt, fr[i].addr - si.sym_offset, cand, MAX_MERGED);
+		if (nc)
+			return nc == 1 ? cand[0] : by_callee(cand, nc, fr, i);
 	}
 	return NULL;
 }
@@ -99,14 +143,6 @@ static void harness_names(struct cpu_samples *cs, const char *name, const char *
 		}
 	}
 	free(r);
-}
-
-/* A multi-thread runtime's worker loop runs inside a blocking-pool task of its own
- * (BlockingTask<Launch::launch's closure>), whose id stays in current_task_id between polls:
- * that task innermost on the stack is the scheduler, not a task. */
-static bool is_worker_launch(const char *future)
-{
-	return future && strstr(future, "BlockingTask<") && strstr(future, "worker::Launch");
 }
 
 bool cpu_samples_name(struct cpu_samples *cs, struct symbolizer *sym, const struct task_types *tt,

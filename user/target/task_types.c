@@ -248,11 +248,14 @@ char *task_types_stack_future(const struct task_frame *fr, size_t n)
 	return NULL;
 }
 
-struct task_type *task_types_by_poll(const struct task_types *tt, uint64_t poll_start)
+size_t task_types_by_poll(const struct task_types *tt, uint64_t poll_start, struct task_type **out,
+			  size_t max)
 {
-	for (size_t i = 0; i < tt->n; i++)
+	size_t n = 0;
+
+	for (size_t i = 0; i < tt->n && n < max; i++)
 		if ((tt->v[i].poll && tt->v[i].poll + tt->bias == poll_start) ||
 		    (tt->v[i].harness_poll && tt->v[i].harness_poll + tt->bias == poll_start))
-			return &tt->v[i];
-	return NULL;
+			out[n++] = &tt->v[i];
+	return n;
 }

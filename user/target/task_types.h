@@ -45,8 +45,10 @@ char *task_types_first_arg(const char *name, const char *key);
 /* The future of the innermost task on a stack (leaf first), from Harness<T, S>::poll's generics
  * (v0 mangling; legacy names carry none): malloc'd, or NULL. */
 char *task_types_stack_future(const struct task_frame *fr, size_t n);
-/* The type whose raw::poll (or Harness::poll) instance starts at runtime address POLL_START, or
- * NULL. */
-struct task_type *task_types_by_poll(const struct task_types *tt, uint64_t poll_start);
+/* The types whose raw::poll (or Harness::poll) instance starts at runtime address POLL_START,
+ * at most MAX into OUT; returns how many. Several when the compiler merged identical instances
+ * (futures whose polls compile to the same code). */
+size_t task_types_by_poll(const struct task_types *tt, uint64_t poll_start, struct task_type **out,
+			  size_t max);
 
 #endif /* D9_TASK_TYPES_H */
