@@ -215,9 +215,11 @@ def wait_stderr(errf, needle, p, timeout=20):
         raise AssertionError(f"'{needle}' not on the tool's stderr: {f.read()[-1500:]}")
 
 
-def read_samples(outdir):
+def read_samples(outdir, kind="park"):
+    """The samples of one kind ("park", "cpu"; None: all)."""
     with open(os.path.join(outdir, "samples.jsonl")) as f:
-        return [json.loads(l) for l in f if l.strip()]
+        return [s for s in map(json.loads, filter(str.strip, f))
+                if kind is None or s.get("kind", "park") == kind]
 
 
 def read_metadata(outdir):

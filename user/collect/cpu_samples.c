@@ -67,11 +67,13 @@ void cpu_samples_note_task(struct cpu_samples *cs, uint64_t id, struct task_type
 #define MAX_MERGED 16
 
 /* A multi-thread runtime's worker loop runs inside a blocking-pool task of its own
- * (BlockingTask<Launch::launch's closure>), whose id stays in current_task_id between polls:
- * that task innermost on the stack is the scheduler, not a task. */
+ * (BlockingTask<Launch::launch's closure>, or block_in_place's for a worker handed to another
+ * thread), whose id stays in current_task_id between polls: that task innermost on the stack
+ * is the scheduler, not a task. */
 static bool is_worker_launch(const char *future)
 {
-	return future && strstr(future, "BlockingTask<") && strstr(future, "worker::Launch");
+	return future && strstr(future, "BlockingTask<") &&
+	       (strstr(future, "worker::Launch") || strstr(future, "worker::block_in_place"));
 }
 
 /* Of types sharing one merged poll instance, the one whose future names a function called
