@@ -173,6 +173,17 @@ class Demo:
 ALWAYS_ARMED = ["--overhead-budget", "100"]
 
 
+_tool_help = []
+
+
+def _tool_has(option):
+    """Whether TOOL knows an option (D9_TOOL may be an earlier build)."""
+    if not _tool_help:
+        _tool_help.append(subprocess.run([TOOL, "--help"], capture_output=True,
+                                         text=True).stdout)
+    return option in _tool_help[0]
+
+
 def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, user=None,
              windows=False):
     """Runs dial9-bpf (always armed unless windows or a budget is given); returns
@@ -181,7 +192,7 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
     if not windows and "--overhead-budget" not in args and args and args[0] != "report":
         args += ALWAYS_ARMED
     # Park samples only unless asked: on-CPU samples have tests of their own (test_oncpu.py).
-    if "--cpu-hz" not in args and args and args[0] != "report":
+    if "--cpu-hz" not in args and args and args[0] != "report" and _tool_has("--cpu-hz"):
         args += ["--cpu-hz", "0"]
     cmd = [TOOL, *args]
     if user:
