@@ -679,11 +679,12 @@ static void print_summary(struct record *r)
 	if (r->tty)
 		fputc('\n', stderr);
 	fprintf(stderr,
-		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples from %zu workers "
+		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples (%" PRIu64 " on-CPU) from %zu workers "
 		"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
 		" ring-buffer drops; wrote %s/\n",
 		run->stop_reason, (run->stopped_ns - run->started_ns) / 1e9, r->col.samples_written,
-		r->col.nworkers, r->col.samples_with_stack, run->counters[D9_CNT_POLLS],
+		r->cpu.written, r->col.nworkers, r->col.samples_with_stack,
+		run->counters[D9_CNT_POLLS],
 		run->counters[D9_CNT_RB_DROPS], o->output_dir);
 	print_overhead(&r->arm, o, &r->col, run);
 }
