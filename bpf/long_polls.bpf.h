@@ -18,7 +18,9 @@
 #ifndef D9_LONG_POLLS_BPF_H
 #define D9_LONG_POLLS_BPF_H
 
-const volatile __u64 lp_min_ns = 0;  /* 0: long polls off */
+const volatile __u64 lp_min_ns = 0; /* 0: long polls off */
+/* The running task is read (long polls or on-CPU samples): the word is learned. */
+const volatile __u32 lp_read_task = 0;
 const volatile __s64 lp_ctx_off = 0; /* context::CONTEXT's address minus the TLS base */
 /* Set by the loader once learned: the word of CONTEXT holding the id and, for Tokio's
  * 16-byte Option<Id(u64)>, whether the word before it is the tag (1 = Some). */
@@ -74,12 +76,12 @@ struct task_struct___d9lp {
 	} thread;
 } __attribute__((preserve_access_index));
 
-/* The current thread's context::CONTEXT, 0 when long polls are off. */
+/* The current thread's context::CONTEXT, 0 when no view reads the running task. */
 static __always_inline __u64 lp_context(void)
 {
 	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
 
-	if (!lp_min_ns)
+	if (!lp_read_task)
 		return 0;
 	return BPF_CORE_READ(task, thread.fsbase) + lp_ctx_off;
 }

@@ -1082,14 +1082,48 @@ static __always_inline int on_dealloc(__u64 hdr)
 	return 0;
 }
 
-/* Registers and the top of the user stack, page by page so that the end of the stack mapping
- * ends the copy instead of failing it whole. */
+/* map[key]'s raw stack buffer, inserted zeroed when missing; NULL when the map is full. */
+static __always_inline struct d9_raw_stack *raw_slot(void *map, __u32 key)
+{
+	struct d9_raw_stack *raw = bpf_map_lookup_elem(map, &key);
+	__u32 z = 0;
+
+	if (raw)
+		return raw;
+	raw = bpf_map_lookup_elem(&zero_raw, &z);
+	if (!raw)
+		return NULL;
+	bpf_map_update_elem(map, &key, raw, BPF_ANY);
+	return bpf_map_lookup_elem(map, &key);
+}
+
+/* Whole pages of user stack from the one holding sp: constant-size reads the verifier
+ * accepts, and the first read cannot run past the page where the stack may end (the end of
+ * the mapping ends the copy instead of failing it whole). data[0] is then the byte at sp
+ * rounded down to a page; userspace skips sp & (page - 1) bytes. Returns the bytes copied. */
+static __always_inline __u32 copy_stack_pages(struct d9_raw_stack *raw, __u64 sp)
+{
+	__u64 addr = sp & ~(__u64)(D9_RAW_PAGE - 1);
+	__u32 len = 0;
+
+	for (int i = 0; i < D9_MAX_RAW_STACK / D9_RAW_PAGE; i++) {
+		if (len + D9_RAW_PAGE > raw_stack_bytes + D9_RAW_PAGE || len >= D9_MAX_RAW_STACK)
+			break;
+		if (bpf_probe_read_user(raw->data + (len & (D9_MAX_RAW_STACK - 1)), D9_RAW_PAGE,
+					(void *)addr))
+			break;
+		len += D9_RAW_PAGE;
+		addr += D9_RAW_PAGE;
+	}
+	return len;
+}
+
+/* Registers and the top of the user stack, for DWARF unwinding in the loader. */
 static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bool at_callee,
 					      __u64 leaf_ip)
 {
-	struct d9_raw_stack *raw = bpf_map_lookup_elem(&raw_stacks, &tid);
-	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), addr;
-	__u32 z = 0, len = 0;
+	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx);
+	struct d9_raw_stack *raw;
 	bool unreadable = false;
 
 	/* At a callee's entry nothing is pushed yet: its caller's frame is one return away, at
@@ -1106,17 +1140,9 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 		ip = leaf_ip;
 		sp -= 8;
 	}
-
-	if (!raw) {
-		struct d9_raw_stack *zero = bpf_map_lookup_elem(&zero_raw, &z);
-
-		if (!zero)
-			return;
-		bpf_map_update_elem(&raw_stacks, &tid, zero, BPF_ANY);
-		raw = bpf_map_lookup_elem(&raw_stacks, &tid);
-		if (!raw)
-			return;
-	}
+	raw = raw_slot(&raw_stacks, tid);
+	if (!raw)
+		return;
 	raw->type = D9_REC_RAW_STACK;
 	raw->tid = tid;
 	if (unreadable) {
@@ -1126,22 +1152,9 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 	raw->ip = ip;
 	raw->sp = sp;
 	raw->bp = PT_REGS_FP(ctx);
-	/* Whole pages from the one holding sp: constant-size reads the verifier accepts, and
-	 * the first read cannot run past the page where the stack may end. data[0] is then
-	 * the byte at sp rounded down to a page; userspace skips sp & (page - 1) bytes. */
-	addr = sp & ~(__u64)(D9_RAW_PAGE - 1);
-	for (int i = 0; i < D9_MAX_RAW_STACK / D9_RAW_PAGE; i++) {
-		if (len + D9_RAW_PAGE > raw_stack_bytes + D9_RAW_PAGE || len >= D9_MAX_RAW_STACK)
-			break;
-		if (bpf_probe_read_user(raw->data + (len & (D9_MAX_RAW_STACK - 1)), D9_RAW_PAGE,
-					(void *)addr))
-			break;
-		len += D9_RAW_PAGE;
-		addr += D9_RAW_PAGE;
-	}
-	raw->len = len;
+	raw->len = copy_stack_pages(raw, sp);
 	/* sp is 8-aligned: the slot lies whole in the first page. */
-	if (leaf_ip && len)
+	if (leaf_ip && raw->len)
 		*(__u64 *)(raw->data + (sp & (D9_RAW_PAGE - 8))) = PT_REGS_IP(ctx);
 }
 
@@ -1553,3 +1566,5 @@ int thread_regs(struct bpf_iter__task___d9 *ctx)
 	seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }
+
+#include "cpu_samples.bpf.h"

@@ -81,6 +81,10 @@ enum d9_sample_flags {
 	D9_SF_WOKEN_BY_TASK = 1 << 9,
 	/* A blocking-pool task (spawn_blocking, a worker's own thread): never sampled. */
 	D9_SF_BLOCKING = 1 << 10,
+	/* An on-CPU sample: a clock tick on a worker thread (bpf/cpu_samples.bpf.h), not a poll.
+	 * task_id is the task being polled then (0: none, the scheduler) when
+	 * D9_SF_TASK_ID_OK, unknown otherwise (Tokio's current_task_id not yet located). */
+	D9_SF_CPU = 1 << 11,
 };
 
 /* Probe kinds in the upper byte of a uprobe's bpf cookie; the low byte is the park point. One
@@ -380,6 +384,11 @@ enum d9_counter {
 	 * rest come with each window's attach, settling and removal, and with kept probes. */
 	D9_CNT_GATE_HITS,
 	D9_CNT_COUNT_FULL, /* an eligible resume not counted: resume_counts was full */
+	/* On-CPU samples: clock ticks on a target worker thread, those sent before the task id's
+	 * word was learned (no task id), and those whose record did not fit the ring buffer. */
+	D9_CNT_CPU_TICKS,
+	D9_CNT_CPU_UNLEARNED,
+	D9_CNT_CPU_DROPS,
 	D9_CNT_MAX,
 };
 

@@ -208,7 +208,9 @@ class Demo:
 
 def cfg(kind, hz, main):
     names = {"base": "baseline (unprofiled)", "d9": "dial9-bpf --overhead-budget 100 (always armed)",
-             "d9w": "dial9-bpf default (--overhead-budget 1)", "perf-fp": "perf record -g",
+             "d9w": "dial9-bpf default (--overhead-budget 1)",
+             "d9w0": "dial9-bpf default without on-CPU samples (--cpu-hz 0)",
+             "perf-fp": "perf record -g",
              "perf-dwarf": "perf record --call-graph dwarf"}
     rate = "" if kind == "base" else (f" -F {hz}" if kind.startswith("perf")
                                       else f" --per-worker-hz {hz}")
@@ -217,8 +219,8 @@ def cfg(kind, hz, main):
 
 
 def configurations(d9_hz, perf_hz):
-    main = [cfg("d9", 10, True), cfg("d9w", 10, True), cfg("perf-fp", 99, True),
-            cfg("perf-dwarf", 99, True)]
+    main = [cfg("d9", 10, True), cfg("d9w", 10, True), cfg("d9w0", 10, True),
+            cfg("perf-fp", 99, True), cfg("perf-dwarf", 99, True)]
     sweep = [cfg("d9", h, False) for h in d9_hz if h != 10]
     sweep += [cfg("d9w", h, False) for h in d9_hz if h != 10]
     sweep += [cfg("perf-fp", h, False) for h in perf_hz if h != 99]
@@ -246,12 +248,14 @@ def run_segment(demo, c, seg_s, workdir, idx):
         return rec
     out = os.path.join(workdir, f"{demo.mode}-seg{idx:03d}-{c['key']}")
     errf = open(out + ".stderr", "w")
-    if c["kind"] in ("d9", "d9w"):
+    if c["kind"] in ("d9", "d9w", "d9w0"):
         os.makedirs(out)
         cmd = [TOOL, "--pid", str(demo.pid), "--duration", str(seg_s), "--output", out,
                "--quiet", "--per-worker-hz", str(c["hz"])]
         if c["kind"] == "d9":
             cmd += ["--overhead-budget", "100"]  # d9w: the defaults
+        if c["kind"] == "d9w0":
+            cmd += ["--cpu-hz", "0"]
     else:
         cmd = ["perf", "record", "-F", str(c["hz"]), "-p", str(demo.pid), "-o", out + ".data"]
         cmd += ["-g"] if c["kind"] == "perf-fp" else ["--call-graph", "dwarf"]
@@ -288,7 +292,7 @@ def tool_outputs(rec, seg_s, workers):
     """Samples delivered and bytes per sample, from the tool's own outputs."""
     if rec.get("rc") != 0:
         return
-    if rec["kind"] in ("d9", "d9w"):
+    if rec["kind"] in ("d9", "d9w", "d9w0"):
         with open(os.path.join(rec["out"], "metadata.json")) as f:
             meta = json.load(f)
         start = meta["sampling_started_at_ns"] // NS
@@ -481,7 +485,7 @@ def summarize(res, workers):
                 bytes_perf=per_sample(ok, "bytes_perf"))
             row["delivered_pct"] = (None if row["per_worker_s"] is None
                                     else 100 * row["per_worker_s"] / c["hz"])
-            if c["kind"] in ("d9", "d9w"):
+            if c["kind"] in ("d9", "d9w", "d9w0"):
                 row["bytes_jsonl"] = per_sample(ok, "bytes_jsonl")
                 row["capped_epochs"] = sum(r["capped_epochs"] for r in ok)
                 row["rb_drops"] = sum(r["rb_drops"] for r in ok)
@@ -546,6 +550,8 @@ def plot(summs, path, args):
                     "tab:blue", "o", "-"),
              "d9w": ("dial9-bpf default (--overhead-budget 1, windows): x = --per-worker-hz",
                      "tab:green", "s", "-"),
+             "d9w0": ("dial9-bpf default, --cpu-hz 0: x = --per-worker-hz",
+                      "tab:olive", "v", ""),
              "perf-fp": ("perf record -g (frame pointers): x = -F, per thread on CPU",
                          "tab:red", "^", "--"),
              "perf-dwarf": ("perf record --call-graph dwarf: x = -F, per thread on CPU",

@@ -173,6 +173,17 @@ class Demo:
 ALWAYS_ARMED = ["--overhead-budget", "100"]
 
 
+_tool_help = []
+
+
+def _tool_has(option):
+    """Whether TOOL knows an option (D9_TOOL may be an earlier build)."""
+    if not _tool_help:
+        _tool_help.append(subprocess.run([TOOL, "--help"], capture_output=True,
+                                         text=True).stdout)
+    return option in _tool_help[0]
+
+
 def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, user=None,
              windows=False):
     """Runs dial9-bpf (always armed unless windows or a budget is given); returns
@@ -180,6 +191,9 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
     args = [*map(str, args)]
     if not windows and "--overhead-budget" not in args and args and args[0] != "report":
         args += ALWAYS_ARMED
+    # Park samples only unless asked: on-CPU samples have tests of their own (test_oncpu.py).
+    if "--cpu-hz" not in args and args and args[0] != "report" and _tool_has("--cpu-hz"):
+        args += ["--cpu-hz", "0"]
     cmd = [TOOL, *args]
     if user:
         cmd = ["setpriv", "--reuid", str(user), "--regid", str(user), "--clear-groups",
@@ -238,13 +252,14 @@ def expand_rows(rows, header, records):
     return out
 
 
-def read_samples(outdir):
-    """samples.jsonl as the inline layout's objects, whichever layout the run wrote."""
+def read_samples(outdir, kind="park"):
+    """samples.jsonl as the inline layout's objects, whichever layout the run wrote: the
+    samples of one kind ("park", "cpu"; None: all)."""
     with open(os.path.join(outdir, "samples.jsonl")) as f:
         lines = [json.loads(l) for l in f if l.strip()]
     if lines and isinstance(lines[0], list):
-        return expand_rows(lines, *read_stack_table(outdir))
-    return lines
+        lines = expand_rows(lines, *read_stack_table(outdir))
+    return [s for s in lines if kind is None or s.get("kind", "park") == kind]
 
 
 def read_metadata(outdir):

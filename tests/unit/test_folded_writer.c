@@ -84,6 +84,30 @@ static void test_folded_aggregates(void **state)
 	free(text);
 }
 
+/* The time view: cpu samples under "running" by weight_cpu_ns, park samples under "waiting" by
+ * weight_idle_ns; the resume view leaves the cpu samples out. */
+static void test_folded_time_view(void **state)
+{
+	struct task_frame a[2] = {fr_leaf, fr_cpu}, b[1] = {fr_timer};
+	struct task_sample s[3] = {
+	    {.on_cpu = true, .weight_cpu_ns = 5000000, .nframes = 2, .frames = a},
+	    {.on_cpu = true, .weight_cpu_ns = 5000000, .nframes = 2, .frames = a},
+	    {.weight_count = 4, .weight_idle_ns = 700, .nframes = 1, .frames = b},
+	};
+	char *text;
+
+	(void)state;
+	text = run_writer(folded_time_writer_open, "stacks-time.folded", s, 3);
+	assert_string_equal(text,
+			    "running;app::cpu_task::{{closure}};"
+			    "tokio::runtime::task::waker::clone_waker 10000000\n"
+			    "waiting;app::timer_task::{closure#0} 700\n");
+	free(text);
+	text = run_writer(folded_writer_open, "stacks.folded", s, 3);
+	assert_string_equal(text, "app::timer_task::{closure#0} 4\n");
+	free(text);
+}
+
 static void test_folded_every_line_parses(void **state)
 {
 	struct samples x;
@@ -348,6 +372,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_folded_aggregates),
+	    cmocka_unit_test(test_folded_time_view),
 	    cmocka_unit_test(test_folded_every_line_parses),
 	    cmocka_unit_test(test_folded_empty_and_weightless),
 	    cmocka_unit_test(test_folded_abort_removes),

@@ -101,7 +101,8 @@ static void test_line(void **state)
 	    "\"idle_end_ns\":300,\"idle_ns\":200,\"idle_known\":true,\"poll_duration_ns\":50,"
 	    "\"capped\":false,\"outcome\":\"pending\",\"park_point\":\"sleep\","
 	    "\"park_decided\":\"returned_pending\",\"also_pending\":1,"
-	    "\"weight_count\":4,\"weight_idle_ns\":800,\"future\":null,\"stack\":["
+	    "\"weight_count\":4,\"weight_idle_ns\":800,\"weight_cpu_ns\":0,\"kind\":\"park\","
+	    "\"future\":null,\"stack\":["
 	    "{\"addr\":\"0x10\",\"name\":\"a::b\",\"module\":\"/app\",\"inlined\":true},"
 	    "{\"addr\":\"0x7f01\",\"name\":null,\"module\":null}]}\n");
 	free(text);

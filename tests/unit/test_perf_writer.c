@@ -340,7 +340,8 @@ static void check_header(const struct file *f, int nev)
 
 static void check_features(const struct file *f, int nev, uint64_t first, uint64_t last)
 {
-	static const char *const names[] = {"task-sample", "task-idle-ns", "task-sample-raw"};
+	static const char *const names[] = {"task-sample", "task-idle-ns", "task-sample-raw",
+					    "task-cpu-ns"};
 	const struct d9_perf_header *h = (const void *)f->buf;
 	const uint8_t *p;
 	uint64_t size, off;
@@ -554,6 +555,49 @@ static void test_raw_stacks(void **state)
 	free(huge);
 }
 
+/* On-CPU samples go to task-cpu-ns only, park samples never: the file then declares all four
+ * events (task-sample-raw empty in fp mode). */
+static void write_park_and_cpu(struct file *f)
+{
+	struct task_frame frames[4];
+	struct run_context rc = {.started_ns = STARTED_NS, .realtime_offset_ns = RT_OFFSET_NS};
+	struct writer w = {};
+	struct task_sample s;
+
+	make_dir(f);
+	assert_int_equal(perf_writer_open(test_out_dir(f->dir), &w), 0);
+	fill_sample(&s, frames, 3, 4001, 0, 2 * STARTED_NS);
+	assert_int_equal(w.sample(&w, &s), 0);
+	for (int i = 0; i < 2; i++) {
+		fill_sample(&s, frames, 2, 4001, 0, (3 + i) * STARTED_NS);
+		s.on_cpu = true;
+		s.weight_count = s.weight_idle_ns = 0;
+		s.weight_cpu_ns = 5000000;
+		assert_int_equal(w.sample(&w, &s), 0);
+	}
+	assert_int_equal(w.finish(&w, &rc), 0);
+}
+
+static void test_cpu_samples(void **state)
+{
+	struct parsed p;
+	struct file f = {};
+
+	(void)state;
+	write_park_and_cpu(&f);
+
+	read_back(&f);
+	check_header(&f, D9_PERF_NR_EVENTS);
+	walk_data(&f, &p);
+	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE], 1);
+	assert_int_equal(p.samples[D9_PERF_EV_IDLE], 1);
+	assert_int_equal(p.samples[D9_PERF_EV_SAMPLE_RAW], 0);
+	assert_int_equal(p.samples[D9_PERF_EV_CPU], 2);
+	assert_int_equal(p.period[D9_PERF_EV_CPU], 10000000);
+	check_features(&f, D9_PERF_NR_EVENTS, 2 * STARTED_NS, 4 * STARTED_NS);
+	cleanup(&f);
+}
+
 /* Inlined calls (dwarf mode expands them) share the address of the physical frame after them:
  * the callchain holds physical frames only, perf expands inlines itself. */
 static void test_inlined_frames_skipped(void **state)
@@ -748,6 +792,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_synthetic_samples),
 	    cmocka_unit_test(test_raw_stacks),
+	    cmocka_unit_test(test_cpu_samples),
 	    cmocka_unit_test(test_inlined_frames_skipped),
 	    cmocka_unit_test(test_own_maps_and_build_id),
 	    cmocka_unit_test(test_abort_removes),

@@ -411,11 +411,13 @@ static void check_roundtrip_header(const struct dprofile *p)
 {
 	assert_true(p->nstrings > 0);
 	assert_string_equal(p->strings[0], "");
-	assert_int_equal(p->nsample_types, 2);
+	assert_int_equal(p->nsample_types, 3);
 	assert_string_equal(S(p, p->sample_type[0][0]), "resumes");
 	assert_string_equal(S(p, p->sample_type[0][1]), "count");
 	assert_string_equal(S(p, p->sample_type[1][0]), "idle");
 	assert_string_equal(S(p, p->sample_type[1][1]), "nanoseconds");
+	assert_string_equal(S(p, p->sample_type[2][0]), "cpu");
+	assert_string_equal(S(p, p->sample_type[2][1]), "nanoseconds");
 	assert_string_equal(S(p, p->default_sample_type), "resumes");
 	assert_string_equal(S(p, p->period_type[0]), "resumes");
 	assert_int_equal(p->time_nanos, 1700000000000001000ULL);
@@ -423,7 +425,8 @@ static void check_roundtrip_header(const struct dprofile *p)
 	assert_true(p->ncomments >= 2);
 
 	assert_int_equal(p->nsamples, 3);
-	assert_int_equal(p->samples[0].nvalues, 2);
+	assert_int_equal(p->samples[0].nvalues, 3);
+	assert_int_equal(p->samples[0].values[2], 0); /* a park sample: no CPU time */
 	assert_int_equal(p->samples[0].values[0], 63);
 	assert_int_equal(p->samples[0].values[1], 2000000);
 	assert_int_equal(p->samples[1].values[0], 7);

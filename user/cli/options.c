@@ -93,6 +93,7 @@ enum {
 	OPT_PUSH_HEADER,
 	OPT_SPOOL_MB,
 	OPT_SPOOL_DIR,
+	OPT_CPU_HZ,
 };
 
 static const struct argp_option argp_opts[] = {
@@ -119,6 +120,10 @@ static const struct argp_option argp_opts[] = {
     {"long-poll-ms", OPT_LONG_POLL_MS, "MS", 0,
      "Write every poll that holds its worker MS or more to long_polls.jsonl, e.g. 10 "
      "(default 0: off; costs ~0.5-1.5% of a busy target's CPU, counted in the budget)",
+     0},
+    {"cpu-hz", OPT_CPU_HZ, "N", 0,
+     "On-CPU samples: clock ticks per second on each CPU, each tick on a worker a sample of "
+     "kind cpu naming the task it ran (default 19; 0: off)",
      0},
     {"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 4 x hz)", 0},
     {"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},
@@ -308,6 +313,12 @@ static error_t parse_sampling_arg(int key, char *arg, struct options *o)
 				  "%llu",
 				  arg, D9_MAX_LONG_POLL_MS);
 		o->long_poll_ms = v;
+		break;
+	case OPT_CPU_HZ:
+		if (parse_u64(arg, &v) || v > D9_MAX_CPU_HZ)
+			bad_usage("invalid --cpu-hz '%s': give an integer from 0 (off) to %llu",
+				  arg, D9_MAX_CPU_HZ);
+		o->cpu_hz = v;
 		break;
 	case OPT_SEED:
 		if (parse_u64(arg, &v))
@@ -551,6 +562,7 @@ int options_parse(int argc, char **argv, struct options *o)
 	/* Off unless asked: its clock tick and scheduler hook cost every second, windows or not
 	 * (docs/design.md, "Long polls"). */
 	o->long_poll_ms = 0;
+	o->cpu_hz = D9_DEFAULT_CPU_HZ;
 	o->stack_size = 16384;
 	/* A busy worker polls 100k+ times a second and every probe hit costs ~1 us: probing
 	 * every poll can double what a poll costs, so by default the probes are attached only

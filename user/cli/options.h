@@ -55,6 +55,7 @@ struct options {
 	bool inline_stacks; /* samples.jsonl in the inline layout (no stacks.jsonl) */
 	uint64_t
 	    long_poll_ms; /* polls holding a worker this long go to long_polls.jsonl; 0 = off */
+	uint64_t cpu_hz;  /* on-CPU samples: clock ticks per second per CPU; 0 = off */
 	/* --rotate: one complete output folder per rotate_s seconds in DIR/<start>/, the newest
 	 * `keep` kept (rotate.h); 0 = one set of outputs in DIR. */
 	uint64_t rotate_s;
@@ -79,6 +80,10 @@ struct options {
 #define D9_DEFAULT_KEEP 24
 #define D9_MAX_PUSH_INTERVAL 3600
 #define D9_MAX_SPOOL_MB 1048576ULL
+#define D9_MAX_CPU_HZ 10000ULL
+/* On-CPU samples by default: ~20 a second per busy worker, each ~20 us in fp mode and ~250 us
+ * with DWARF unwinding (bench/RESULTS.md): under 0.5% of a worker's CPU either way. */
+#define D9_DEFAULT_CPU_HZ 19
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and

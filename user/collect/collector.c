@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "collector.h"
+#include "cpu_samples.h"
 #include "long_polls.h"
 #include "task_types.h"
 #include "symbolize.h"
@@ -644,7 +645,8 @@ static void count_sample(struct collector *c, const struct task_sample *ts, stru
 	if (c->lasting && c->lasting->sample(c->lasting, ts))
 		c->write_errors++;
 	c->samples_written++;
-	if (est_terms_add(&c->terms, ts->epoch, ts->future, ts->window, (double)ts->weight_count))
+	if (!ts->on_cpu &&
+	    est_terms_add(&c->terms, ts->epoch, ts->future, ts->window, (double)ts->weight_count))
 		c->write_errors++;
 	if (ts->nframes)
 		c->samples_with_stack++;
@@ -656,6 +658,64 @@ static void count_sample(struct collector *c, const struct task_sample *ts, stru
 		w->samples++;
 }
 
+/* What park and cpu samples share: thread, worker, task id, stack. */
+static void sample_common(struct collector *c, const struct d9_sample *s, struct worker_info *w,
+			  struct task_sample *ts)
+{
+	struct run_thread *rt = note_thread(c, s->tid, w ? w->index : -1);
+
+	ts->pid = s->pid;
+	ts->tid = s->tid;
+	ts->ns_pid = rt ? rt->ns_pid : s->pid;
+	ts->ns_tid = rt ? rt->ns_tid : s->tid;
+	ts->worker = w ? w->index : -1;
+	ts->worker_key = s->worker;
+	ts->task_id_ok = s->flags & D9_SF_TASK_ID_OK;
+	ts->task_id = s->task_id;
+	ts->epoch = s->epoch;
+	ts->stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
+}
+
+/* A clock tick on a worker: one period of its CPU time, named after the task it ran. */
+static void write_cpu_sample(struct collector *c, const struct d9_sample *s,
+			     const struct raw_copy *raw)
+{
+	struct worker_info *w = collector_worker(c, s->worker);
+	struct task_frame frames[MAX_FRAMES_OUT];
+	uint64_t dwarf_pcs[D9_MAX_STACK_DEPTH];
+	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
+	struct task_sample ts = {};
+	const char *root = NULL;
+	const uint64_t *pcs;
+	bool scheduler;
+	size_t n;
+
+	pcs = sample_pcs(c, s, raw, dwarf_pcs, leaf_pcs, &n);
+	n = symbolize_frames(c, pcs, n, frames);
+	scheduler = cpu_samples_name(c->cpu, c->sym, c->types, frames, n,
+				     s->flags & D9_SF_TASK_ID_OK, s->task_id, &ts.future, &root);
+	if (root && c->task_root && n < MAX_FRAMES_OUT)
+		frames[n++] = (struct task_frame){.name = root, .task_root = true};
+	sample_common(c, s, w, &ts);
+	/* The worker's own launch task is not a task being polled: id 0, as when none is. */
+	if (scheduler) {
+		ts.task_id_ok = true;
+		ts.task_id = 0;
+	}
+	ts.runtime = -1;
+	ts.timestamp_ns = s->park_ns;
+	ts.prob = 1.0;
+	ts.on_cpu = true;
+	ts.weight_cpu_ns = c->cpu->period_ns;
+	ts.outcome = "unknown";
+	ts.park_point = park_point_name(D9_PARK_NONE);
+	ts.park_decided = "none";
+	ts.nframes = n;
+	ts.frames = frames;
+	ts.raw = raw;
+	count_sample(c, &ts, w, s);
+}
+
 static void write_sample(struct collector *c, const struct d9_sample *s, const struct raw_copy *raw)
 {
 	struct worker_info *w = collector_worker(c, s->worker);
@@ -664,29 +724,29 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	uint64_t leaf_pcs[D9_MAX_STACK_DEPTH + 1];
 	struct task_sample ts = {};
 	struct task_type *type;
-	struct run_thread *rt;
 	const uint64_t *pcs;
 	size_t n;
 
+	if (s->flags & D9_SF_CPU) {
+		if (c->cpu)
+			write_cpu_sample(c, s, raw);
+		return;
+	}
 	pcs = sample_pcs(c, s, raw, dwarf_pcs, leaf_pcs, &n);
 	n = symbolize_frames(c, pcs, n, frames);
 	type = c->types && s->task_vtable ? task_types_find(c->types, s->task_vtable) : NULL;
 	if (type) {
 		ts.future = type->name;
 		type->samples++;
+		if (c->cpu && (s->flags & D9_SF_TASK_ID_OK))
+			cpu_samples_note_task(c->cpu, s->task_id, type);
 		if (c->task_root && n < MAX_FRAMES_OUT)
 			frames[n++] = (struct task_frame){.name = type->root, .task_root = true};
 	}
+	sample_common(c, s, w, &ts);
 	ts.timestamp_ns = (s->flags & D9_SF_STACK_AT_PARK) ? s->park_ns : s->idle_end_ns;
-	ts.pid = s->pid;
-	ts.tid = s->tid;
-	ts.worker = w ? w->index : -1;
-	ts.worker_key = s->worker;
-	ts.task_id_ok = s->flags & D9_SF_TASK_ID_OK;
 	sample_runtime(c, s, &ts);
-	ts.task_id = s->task_id;
 	sample_weights(c, s, w, &ts);
-	ts.epoch = s->epoch;
 	ts.window = (s->flags & D9_SF_WINDOWED) ? s->window : 0;
 	ts.idle_start_ns = s->idle_start_ns;
 	ts.idle_end_ns = s->idle_end_ns;
@@ -697,13 +757,9 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	ts.park_point = park_point_name(s->park_point);
 	ts.park_decided = park_decided_name(s->park_how);
 	ts.also_pending = s->also_pending;
-	ts.stack_error = s->stack_bytes < 0 ? s->stack_bytes : 0;
 	ts.nframes = n;
 	ts.frames = frames;
 	ts.raw = raw;
-	rt = note_thread(c, s->tid, ts.worker);
-	ts.ns_pid = rt ? rt->ns_pid : s->pid;
-	ts.ns_tid = rt ? rt->ns_tid : s->tid;
 	count_sample(c, &ts, w, s);
 }
 

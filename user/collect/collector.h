@@ -87,6 +87,7 @@ struct collector {
 	struct task_types *types;
 	bool task_root;
 	struct long_polls *long_polls; /* D9_REC_LONG_POLL records go there; NULL: dropped */
+	struct cpu_samples *cpu;       /* on-CPU samples are named there; NULL: none */
 
 	struct worker_info *workers;
 	size_t nworkers;

@@ -2,9 +2,6 @@
 /* long_polls.jsonl: learning where Tokio keeps the current task id, and writing each long
  * poll the BPF side reports (see long_polls.h). */
 #include <errno.h>
-#include <linux/perf_event.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock_events.h"
 #include "collector.h"
 #include "dial9_bpf.h"
 #include "long_polls.h"
@@ -29,22 +27,27 @@
 #define LP_TICK_HZ 1000
 
 void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const struct target *t,
-			  uint64_t min_ns)
+			  uint64_t min_ns, bool read_task)
 {
 	memset(lp, 0, sizeof(*lp));
 	lp->word = -1;
 	lp->status = "off";
-	if (!min_ns)
+	if (!min_ns && !read_task)
 		return;
 	if (!worker_tls_context_offset(t, &lp->ctx_off)) {
-		fprintf(stderr, "dial9-bpf: long polls are off: the target has no Tokio "
-				"context::CONTEXT thread-local (Tokio older than 1.24?)\n");
+		fprintf(stderr,
+			"dial9-bpf: the running task cannot be read: the target has no Tokio "
+			"context::CONTEXT thread-local (Tokio older than 1.24?): %s\n",
+			min_ns ? "long polls are off, on-CPU samples name no task id"
+			       : "on-CPU samples name no task id");
 		lp->status = "no_context_symbol";
 		return;
 	}
 	lp->min_ns = min_ns;
+	lp->learning = true;
 	lp->status = "learning";
 	skel->rodata->lp_min_ns = min_ns;
+	skel->rodata->lp_read_task = 1;
 	skel->rodata->lp_ctx_off = lp->ctx_off;
 }
 
@@ -86,7 +89,7 @@ void long_polls_learn(struct long_polls *lp, struct sampler_bpf *skel, uint64_t 
 	bool tagged = false;
 	int word;
 
-	if (!lp->min_ns || lp->word >= 0 || now_ns < lp->next_check_ns)
+	if (!lp->learning || lp->word >= 0 || now_ns < lp->next_check_ns)
 		return;
 	lp->next_check_ns = now_ns + LP_CHECK_NS;
 	for (uint32_t i = 0; i < D9_LP_LEARN_SLOTS; i++)
@@ -126,16 +129,6 @@ static void put_stack(struct json_buf *b, const struct task_frame *fr, size_t n)
 	json_buf_lit(b, "]}\n");
 }
 
-/* The future of the innermost task on the stack, from Harness<T, S>::poll's generics (v0
- * mangling; legacy names carry none): malloc'd, or NULL. */
-static char *stack_future(const struct task_frame *fr, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (fr[i].name && strstr(fr[i].name, "::harness::Harness<"))
-			return task_types_first_arg(fr[i].name, "Harness<");
-	return NULL;
-}
-
 int long_polls_handle(struct long_polls *lp, struct collector *c, const void *data, size_t size)
 {
 	static struct task_frame frames[COLLECTOR_MAX_FRAMES];
@@ -151,7 +144,7 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 		n = collector_symbolize(c, (const uint64_t *)r->stack, (size_t)r->stack_bytes / 8,
 					frames);
 	w = collector_worker(c, r->worker);
-	future = stack_future(frames, n);
+	future = task_types_stack_future(frames, n);
 	b->len = 0;
 	json_buf_lit(b, "{\"timestamp_ns\":");
 	json_buf_u64(b, r->out_ns);
@@ -189,57 +182,32 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 			    const struct worker_tls *wt)
 {
-	struct perf_event_attr attr = {
-	    .type = PERF_TYPE_SOFTWARE,
-	    .size = sizeof(attr),
-	    .config = PERF_COUNT_SW_CPU_CLOCK,
-	    .sample_period = 1000000000ULL / LP_TICK_HZ,
-	};
-	int ncpu = libbpf_num_possible_cpus();
+	int err;
 
 	if (!lp->min_ns)
 		return;
 	lp->cpu_status = "no_scheduler_context";
-	if (strcmp(wt->status, "resolved") || !wt->heap_words || ncpu <= 0) {
+	if (strcmp(wt->status, "resolved") || !wt->heap_words) {
 		fprintf(stderr, "dial9-bpf: long polls on the CPU are off: the workers' scheduler "
 				"context was not found at the attach (metadata.json worker_tls)\n");
 		return;
 	}
 	skel->bss->lp_sched_off = wt->tp_offset;
-	skel->bss->lp_tick_ns = attr.sample_period;
+	skel->bss->lp_tick_ns = 1000000000ULL / LP_TICK_HZ;
 	skel->bss->lp_heap_words = wt->heap_words;
 	skel->data->lp_sched_word = (uint32_t)wt->context_word;
-	lp->ticks = calloc((size_t)ncpu, sizeof(*lp->ticks));
-	if (!lp->ticks)
-		return;
-	for (int cpu = 0; cpu < ncpu; cpu++) {
-		int fd =
-		    (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-
-		if (fd < 0)
-			continue; /* offline */
-		lp->ticks[lp->nticks] = bpf_program__attach_perf_event(skel->progs.lp_tick, fd);
-		if (!lp->ticks[lp->nticks]) {
-			close(fd);
-			continue;
-		}
-		lp->nticks++;
-	}
-	lp->cpu_status = lp->nticks ? "ticking" : "no_clock_event";
-	if (!lp->nticks)
+	err = clock_events_open(&lp->ticks, skel->progs.lp_tick, 1000000000ULL / LP_TICK_HZ);
+	lp->cpu_status = err ? "no_clock_event" : "ticking";
+	if (err)
 		fprintf(stderr,
 			"dial9-bpf: long polls on the CPU are off: no software clock event "
 			"could be opened: %s\n",
-			strerror(errno));
+			strerror(-err));
 }
 
 void long_polls_stop_ticks(struct long_polls *lp)
 {
-	for (size_t i = 0; i < lp->nticks; i++)
-		bpf_link__destroy(lp->ticks[i]);
-	free(lp->ticks);
-	lp->ticks = NULL;
-	lp->nticks = 0;
+	clock_events_close(&lp->ticks);
 }
 
 int long_polls_finish(struct long_polls *lp)

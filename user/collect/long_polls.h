@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clock_events.h"
 #include "json.h"
 #include "out_dir.h"
 
@@ -42,13 +43,15 @@ struct long_polls {
 	struct json_buf line;
 	/* Polls held on the CPU: "off", "no_scheduler_context", "no_clock_event", "ticking". */
 	const char *cpu_status;
-	struct bpf_link **ticks; /* one per CPU */
-	size_t nticks;
+	struct clock_events ticks;
+	/* The word is being learned: long polls or on-CPU samples read the running task. */
+	bool learning;
 };
 
-/* Between open and load: the BPF constants (min_ns 0 leaves long polls off). */
+/* Between open and load: the BPF constants (min_ns 0 leaves long polls off). read_task: the
+ * on-CPU samples read the running task, so the word is learned even without long polls. */
 void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const struct target *t,
-			  uint64_t min_ns);
+			  uint64_t min_ns, bool read_task);
 /* Creates long_polls.jsonl when long polls are on; 0 or a negative errno. */
 int long_polls_open(struct long_polls *lp, const struct out_dir *d);
 /* Checks the learning counts (at most every 100 ms) and sets the word once settled. */

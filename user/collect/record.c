@@ -29,6 +29,7 @@
 #include "attach.h"
 #include "calibrate.h"
 #include "collector.h"
+#include "cpu_samples.h"
 #include "long_polls.h"
 #include "metadata.h"
 #include "park_outcome.h"
@@ -241,16 +242,21 @@ static int open_writers(const struct options *o, const struct out_dir *dir, stru
 	static const struct {
 		unsigned int bit;
 		int (*open)(const struct out_dir *dir, struct writer *w);
+		bool time; /* a view of running and waiting: only with on-CPU samples */
 	} all[] = {
-	    {D9_FMT_JSONL, jsonl_writer_open},		 {D9_FMT_PERF, perf_writer_open},
-	    {D9_FMT_PPROF, pprof_writer_open},		 {D9_FMT_FOLDED, folded_writer_open},
-	    {D9_FMT_FLAMEGRAPH, flamegraph_writer_open},
+	    {D9_FMT_JSONL, jsonl_writer_open, false},
+	    {D9_FMT_PERF, perf_writer_open, false},
+	    {D9_FMT_PPROF, pprof_writer_open, false},
+	    {D9_FMT_FOLDED, folded_writer_open, false},
+	    {D9_FMT_FLAMEGRAPH, flamegraph_writer_open, false},
+	    {D9_FMT_FOLDED, folded_time_writer_open, true},
+	    {D9_FMT_FLAMEGRAPH, flamegraph_time_writer_open, true},
 	};
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		int err;
 
-		if (!(o->formats & all[i].bit))
+		if (!(o->formats & all[i].bit) || (all[i].time && !o->cpu_hz))
 			continue;
 		if (all[i].bit == D9_FMT_JSONL && o->inline_stacks)
 			err = jsonl_inline_writer_open(dir, &w[*n]);
@@ -324,7 +330,8 @@ static void configure_bpf(struct record *r)
 	skel->rodata->read_task_id = tl.valid;
 	skel->rodata->hdr_vtable_off = tl.hdr_vtable_off;
 	skel->rodata->vtable_id_off = tl.vtable_id_off;
-	long_polls_configure(&r->lp, skel, r->t, o->long_poll_ms * 1000000ULL);
+	long_polls_configure(&r->lp, skel, r->t, o->long_poll_ms * 1000000ULL, o->cpu_hz > 0);
+	cpu_samples_configure(&r->cpu, skel, o->cpu_hz);
 }
 
 /* The target, locked against a second run, and the BPF object, loaded. */
@@ -426,6 +433,7 @@ static int setup_collector(struct record *r)
 	col->types = &r->types;
 	col->task_root = !o->no_task_root;
 	col->long_polls = &r->lp;
+	col->cpu = &r->cpu;
 	/* In fp mode too: DWARF names the calls inlined at each return address. */
 	col->unw = unwinder_new(o->pid);
 	if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
@@ -524,6 +532,7 @@ static int record_attach(struct record *r)
 			"same executable will not stop the run\n",
 			strerror(errno));
 	long_polls_start_ticks(&r->lp, r->skel, &r->wtls);
+	cpu_samples_start(&r->cpu, r->skel);
 	if (r->lp.min_ns && !(r->lp_link = bpf_program__attach(r->skel->progs.lp_switch))) {
 		fprintf(stderr,
 			"dial9-bpf: failed to attach to sched_switch: %s: long polls are off\n",
@@ -672,6 +681,7 @@ static void record_detach(struct record *r)
 	bpf_link__destroy(r->lp_link);
 	r->lp_link = NULL;
 	long_polls_stop_ticks(&r->lp);
+	cpu_samples_stop(&r->cpu);
 	r->run.detach_ms = (mono_ns() - t0) / 1e6;
 }
 
@@ -683,11 +693,11 @@ static void print_summary(struct record *r)
 	if (r->tty)
 		fputc('\n', stderr);
 	fprintf(stderr,
-		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples from %zu workers "
+		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples (%" PRIu64 " on-CPU) from %zu workers "
 		"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
 		" ring-buffer drops; wrote %s/\n",
 		run->stop_reason, (run->stopped_ns - run->started_ns) / 1e9,
-		r->col.samples_earlier + r->col.samples_written, r->col.nworkers,
+		r->col.samples_earlier + r->col.samples_written, r->cpu.written, r->col.nworkers,
 		r->col.with_stack_earlier + r->col.samples_with_stack, run->counters[D9_CNT_POLLS],
 		run->counters[D9_CNT_RB_DROPS], o->output_dir);
 	print_overhead(&r->arm, o, &r->col, run);
@@ -723,6 +733,7 @@ static int record_finish(struct record *r)
 	/* Before metadata, which reports what it sent; its wait for the server is bounded. */
 	err = finish_push(r);
 	r->run.long_polls = &r->lp;
+	r->run.cpu_samples = &r->cpu;
 	r->run.arming = &r->arm;
 	err |= r->o->rotate_s ? rotate_finish(r) : record_write_outputs(r, &r->outdir, &r->run);
 	if (!r->o->quiet)
@@ -749,6 +760,7 @@ static void record_free(struct record *r)
 	ring_buffer__free(r->rb);
 	unwinder_free(r->col.unw);
 	collector_free(&r->col);
+	cpu_samples_free(&r->cpu);
 	task_types_free(&r->types);
 	symbolizer_free(r->sym);
 	sampler_bpf__destroy(r->skel);

@@ -9,6 +9,7 @@
 #include "arming.h"
 #include "attach.h"
 #include "collector.h"
+#include "cpu_samples.h"
 #include "long_polls.h"
 #include "metadata.h"
 #include "out_dir.h"
@@ -40,6 +41,7 @@ struct record {
 	struct bpf_link *exec_link;
 	struct bpf_link *lp_link;
 	struct long_polls lp;
+	struct cpu_samples cpu;
 	struct arming arm;
 	struct run_summary run;
 	struct worker_tls wtls;

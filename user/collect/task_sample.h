@@ -75,6 +75,11 @@ struct task_sample {
 	 */
 	uint64_t weight_count;
 	uint64_t weight_idle_ns;
+	/* An on-CPU sample (kind "cpu"): a clock tick on the worker while it ran, weighing
+	 * weight_cpu_ns (the tick's period) of CPU time; weight_count and weight_idle_ns are 0,
+	 * so sums of resumes and idle time over all samples stay right. Park samples: 0. */
+	bool on_cpu;
+	uint64_t weight_cpu_ns;
 	size_t nframes;
 	const struct task_frame *frames; /* leaf first, inlined calls expanded */
 	const struct raw_copy *raw;	 /* NULL unless the stack was copied for DWARF unwinding */

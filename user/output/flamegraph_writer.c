@@ -60,6 +60,7 @@ struct flamegraph_writer {
 	struct out_file out;
 	struct stack_agg agg;
 	int err;
+	bool time; /* flamegraph-time.svg: running and waiting, in ns */
 };
 
 /* The first path segment of a demangled Rust name, skipping "<", "&", "mut " and the like so
@@ -379,6 +380,7 @@ struct layout {
 	uint32_t max_depth;
 	uint64_t total;
 	struct name_style *styles; /* by intern id; NULL (out of memory): computed each time */
+	const char *unit;	   /* of the weights: "resumes" or "ns" */
 };
 
 static void node_color(struct layout *l, uint32_t node, const char *name, int rgb[3])
@@ -438,7 +440,9 @@ static void draw(struct layout *l, uint32_t node, uint64_t x)
 	xml_text(f, name, SIZE_MAX);
 	put_lit(f, " (");
 	fputs(grouped(nd->total, num, sizeof(num)), f);
-	put_lit(f, " resumes, ");
+	fputc(' ', f);
+	fputs(l->unit, f);
+	put_lit(f, ", ");
 	put_fixed(f, l->total ? 100.0 * (double)nd->total / (double)l->total : 0.0, 2);
 	put_lit(f, "%)</title><rect x=\"");
 	put_fixed(f, px, 1);
@@ -474,13 +478,13 @@ static void draw(struct layout *l, uint32_t node, uint64_t x)
  * so zooming only rescales; the name comes from the <title>. */
 static const char script[] =
     "'use strict';\n"
-    "var W, PAD, CW, TOTAL = 0, frames = [], details, matched, resetBtn, searchBtn;\n"
+    "var W, PAD, CW, UNIT, TOTAL = 0, frames = [], details, matched, resetBtn, searchBtn;\n"
     "var query = null;\n"
     "function $(id) { return document.getElementById(id); }\n"
     "function init() {\n"
     "  var svg = document.documentElement, gs = document.getElementsByClassName('f');\n"
     "  W = +svg.getAttribute('data-width'); PAD = +svg.getAttribute('data-pad');\n"
-    "  CW = +svg.getAttribute('data-charw');\n"
+    "  CW = +svg.getAttribute('data-charw'); UNIT = svg.getAttribute('data-unit');\n"
     "  for (var i = 0; i < gs.length; i++) {\n"
     "    var g = gs[i], t = g.getElementsByTagName('title')[0].textContent;\n"
     "    var r = g.getElementsByTagName('rect')[0];\n"
@@ -494,7 +498,7 @@ static const char script[] =
     "  resetBtn = $('reset'); searchBtn = $('search');\n"
     "  svg.addEventListener('mouseover', function (e) {\n"
     "    var f = frameOf(e);\n"
-    "    details.textContent = f ? f.name + ' \\u2014 ' + fmt(f.w) + ' resumes (' + pct(f.w)\n"
+    "    details.textContent = f ? f.name + ' \\u2014 ' + fmt(f.w) + ' ' + UNIT + ' (' + pct(f.w)\n"
     "      + '%)' : ' ';\n"
     "  });\n"
     "  svg.addEventListener('mouseout', function () { details.textContent = ' '; });\n"
@@ -575,7 +579,8 @@ static const char script[] =
     "    sum += s[1] - Math.max(s[0], end);\n"
     "    end = s[1];\n"
     "  });\n"
-    "  matched.textContent = 'Matched: ' + pct(sum) + '% (' + fmt(sum) + ' resumes) /' + q + '/';\n"
+    "  matched.textContent = 'Matched: ' + pct(sum) + '% (' + fmt(sum) + ' ' + UNIT + ') /' + q + "
+    "'/';\n"
     "  searchBtn.textContent = 'Clear search';\n"
     "}\n"
     "function clearSearch() {\n"
@@ -585,15 +590,42 @@ static const char script[] =
     "  searchBtn.textContent = 'Search (Ctrl-F)';\n"
     "}\n";
 
-static void write_svg(FILE *f, const struct stack_agg *a, const struct run_context *rc)
+/* The subtitle: what the widths are. */
+static void write_subtitle(FILE *f, const struct layout *l, const struct run_context *rc, bool time)
+{
+	char num[32], num2[32];
+
+	fprintf(f, "<text class=\"hd sub\" x=\"%d\" y=\"42\" text-anchor=\"middle\">",
+		FG_WIDTH / 2);
+	if (time)
+		fprintf(f, "%.3f estimated task-seconds from %s samples", (double)l->total / 1e9,
+			grouped(l->a->nsamples, num2, sizeof(num2)));
+	else
+		fprintf(f, "%s estimated resumes from %s samples",
+			grouped(l->total, num, sizeof(num)),
+			grouped(l->a->nsamples, num2, sizeof(num2)));
+	if (rc && rc->stopped_ns > rc->started_ns)
+		fprintf(f, " over %.1f s", (double)(rc->stopped_ns - rc->started_ns) / 1e9);
+	if (time)
+		fputs(" \xc2\xb7 width = ns running (on-CPU samples) or waiting (parked, "
+		      "weight_idle_ns)"
+		      " \xc2\xb7 click running or waiting to see one, the root for both</text>\n",
+		      f);
+	else
+		fputs(
+		    " \xc2\xb7 width = resumes (weight_count) \xc2\xb7 hover for details, click to "
+		    "zoom</text>\n",
+		    f);
+}
+
+static void write_svg(FILE *f, const struct stack_agg *a, const struct run_context *rc, bool time)
 {
 	struct layout l = {.f = f,
 			   .a = a,
 			   .total = a->nodes[0].total,
-			   .styles =
-			       calloc(a->names.n ? a->names.n : 1, sizeof(struct name_style))};
+			   .styles = calloc(a->names.n ? a->names.n : 1, sizeof(struct name_style)),
+			   .unit = time ? "ns" : "resumes"};
 	double lx = FG_PAD;
-	char num[32], num2[32];
 	int height, rgb[3];
 
 	l.scale = l.total ? (FG_WIDTH - 2.0 * FG_PAD) / (double)l.total : 0;
@@ -605,8 +637,8 @@ static void write_svg(FILE *f, const struct stack_agg *a, const struct run_conte
 		"<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
 		"height=\"%d\" viewBox=\"0 0 %d %d\" data-width=\"%d\" data-pad=\"%d\" "
-		"data-charw=\"%.2f\" onload=\"init()\">\n",
-		FG_WIDTH, height, FG_WIDTH, height, FG_WIDTH, FG_PAD, FG_CHAR_W);
+		"data-charw=\"%.2f\" data-unit=\"%s\" onload=\"init()\">\n",
+		FG_WIDTH, height, FG_WIDTH, height, FG_WIDTH, FG_PAD, FG_CHAR_W, l.unit);
 	fprintf(f,
 		"<defs><linearGradient id=\"bg\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"1\">"
 		"<stop stop-color=\"#f4f4f4\" offset=\"5%%\"/><stop stop-color=\"#e8e8d8\" "
@@ -638,15 +670,7 @@ static void write_svg(FILE *f, const struct stack_agg *a, const struct run_conte
 		fputs("Tokio task stacks", f);
 	}
 	fputs("</text>\n", f);
-	fprintf(f, "<text class=\"hd sub\" x=\"%d\" y=\"42\" text-anchor=\"middle\">",
-		FG_WIDTH / 2);
-	fprintf(f, "%s estimated resumes from %s samples", grouped(l.total, num, sizeof(num)),
-		grouped(a->nsamples, num2, sizeof(num2)));
-	if (rc && rc->stopped_ns > rc->started_ns)
-		fprintf(f, " over %.1f s", (double)(rc->stopped_ns - rc->started_ns) / 1e9);
-	fputs(" \xc2\xb7 width = resumes (weight_count) \xc2\xb7 hover for details, click to zoom"
-	      "</text>\n",
-	      f);
+	write_subtitle(f, &l, rc, time);
 	fprintf(f,
 		"<text id=\"reset\" class=\"hd btn\" x=\"%d\" y=\"24\" style=\"display:none\">"
 		"Reset zoom</text>\n",
@@ -684,7 +708,7 @@ static void write_svg(FILE *f, const struct stack_agg *a, const struct run_conte
 static int flamegraph_sample(struct writer *w, const struct task_sample *s)
 {
 	struct flamegraph_writer *fw = w->priv;
-	int err = stack_agg_add_sample(&fw->agg, s);
+	int err = fw->time ? stack_agg_add_time(&fw->agg, s) : stack_agg_add_sample(&fw->agg, s);
 
 	if (err && !fw->err)
 		fw->err = err;
@@ -703,7 +727,7 @@ static int flamegraph_finish(struct writer *w, const struct run_context *rc)
 			fw->out.dir->path, fw->out.name, strerror(-err));
 		out_file_discard(&fw->out);
 	} else {
-		write_svg(fw->out.f, &fw->agg, rc);
+		write_svg(fw->out.f, &fw->agg, rc, fw->time);
 		err = out_file_commit(&fw->out);
 	}
 	stack_agg_free(&fw->agg);
@@ -722,16 +746,18 @@ static void flamegraph_abort(struct writer *w)
 	w->priv = NULL;
 }
 
-int flamegraph_writer_open(const struct out_dir *dir, struct writer *w)
+static int open_view(const struct out_dir *dir, struct writer *w, bool time)
 {
 	struct flamegraph_writer *fw = calloc(1, sizeof(*fw));
 	int err;
 
 	if (!fw)
 		return -ENOMEM;
+	fw->time = time;
 	err = stack_agg_init(&fw->agg);
 	if (!err) {
-		err = out_file_create(&fw->out, dir, "flamegraph.svg", false);
+		err = out_file_create(&fw->out, dir,
+				      time ? "flamegraph-time.svg" : "flamegraph.svg", false);
 		if (err)
 			stack_agg_free(&fw->agg);
 	}
@@ -745,4 +771,14 @@ int flamegraph_writer_open(const struct out_dir *dir, struct writer *w)
 	w->finish = flamegraph_finish;
 	w->abort = flamegraph_abort;
 	return 0;
+}
+
+int flamegraph_writer_open(const struct out_dir *dir, struct writer *w)
+{
+	return open_view(dir, w, false);
+}
+
+int flamegraph_time_writer_open(const struct out_dir *dir, struct writer *w)
+{
+	return open_view(dir, w, true);
 }

@@ -5,6 +5,10 @@
  * the weight after the last space, so spaces in Rust names ("<T as Trait>::poll") are kept, and
  * speedscope drops fractional weights, hence integers. Stacks are aggregated in a trie as they
  * arrive and written at the end, sorted, into a temp file renamed when complete.
+ *
+ * stacks-time.folded is the time view: running (on-CPU samples, weight_cpu_ns) and waiting
+ * (park samples, weight_idle_ns) in estimated nanoseconds, each stack under a "running" or
+ * "waiting" root frame and then its "task: FUTURE" frame.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,13 +20,14 @@
 struct folded_writer {
 	struct out_file out;
 	struct stack_agg agg;
-	int err; /* first error of sample(), reported once at finish */
+	int err;   /* first error of sample(), reported once at finish */
+	bool time; /* stacks-time.folded */
 };
 
 static int folded_sample(struct writer *w, const struct task_sample *s)
 {
 	struct folded_writer *fw = w->priv;
-	int err = stack_agg_add_sample(&fw->agg, s);
+	int err = fw->time ? stack_agg_add_time(&fw->agg, s) : stack_agg_add_sample(&fw->agg, s);
 
 	if (err && !fw->err)
 		fw->err = err;
@@ -102,16 +107,18 @@ static void folded_abort(struct writer *w)
 	w->priv = NULL;
 }
 
-int folded_writer_open(const struct out_dir *dir, struct writer *w)
+static int open_view(const struct out_dir *dir, struct writer *w, bool time)
 {
 	struct folded_writer *fw = calloc(1, sizeof(*fw));
 	int err;
 
 	if (!fw)
 		return -ENOMEM;
+	fw->time = time;
 	err = stack_agg_init(&fw->agg);
 	if (!err) {
-		err = out_file_create(&fw->out, dir, "stacks.folded", false);
+		err = out_file_create(&fw->out, dir, time ? "stacks-time.folded" : "stacks.folded",
+				      false);
 		if (err)
 			stack_agg_free(&fw->agg);
 	}
@@ -125,4 +132,14 @@ int folded_writer_open(const struct out_dir *dir, struct writer *w)
 	w->finish = folded_finish;
 	w->abort = folded_abort;
 	return 0;
+}
+
+int folded_writer_open(const struct out_dir *dir, struct writer *w)
+{
+	return open_view(dir, w, false);
+}
+
+int folded_time_writer_open(const struct out_dir *dir, struct writer *w)
+{
+	return open_view(dir, w, true);
 }

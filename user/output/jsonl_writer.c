@@ -42,7 +42,7 @@
 	"\"runtime\",\"runtime_key\",\"task_id\",\"task_id_ok\",\"inclusion_probability\","        \
 	"\"epoch\",\"idle_start_ns\",\"idle_end_ns\",\"idle_ns\",\"idle_known\","                  \
 	"\"poll_duration_ns\",\"capped\",\"also_pending\",\"weight_count\",\"weight_idle_ns\","    \
-	"\"stack_error\",\"window\",\"stack_id\""
+	"\"weight_cpu_ns\",\"kind\",\"stack_error\",\"window\",\"stack_id\""
 #define ABSENT_WHEN_NULL "\"poll_duration_ns\",\"stack_error\",\"window\""
 
 struct jsonl_writer {
@@ -319,6 +319,13 @@ static void put_fields(struct jsonl_writer *jw, const struct task_sample *s, boo
 	json_buf_u64(b, s->weight_count);
 	KEY(b, row, ",\"weight_idle_ns\":");
 	json_buf_u64(b, s->weight_idle_ns);
+	KEY(b, row, ",\"weight_cpu_ns\":");
+	json_buf_u64(b, s->weight_cpu_ns);
+	KEY(b, row, ",\"kind\":");
+	if (s->on_cpu)
+		json_buf_lit(b, "\"cpu\"");
+	else
+		json_buf_lit(b, "\"park\"");
 	if (s->stack_error || row) {
 		KEY(b, row, ",\"stack_error\":");
 		if (s->stack_error)

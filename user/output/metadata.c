@@ -12,6 +12,7 @@
 #include "debuginfo.h"
 #include "elf_file.h"
 #include "json.h"
+#include "cpu_samples.h"
 #include "long_polls.h"
 #include "push.h"
 #include "metadata.h"
@@ -50,6 +51,9 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_BLOCKING_POLLS] = "blocking_task_polls",
     [D9_CNT_GATE_HITS] = "probe_hits_in_gate",
     [D9_CNT_COUNT_FULL] = "resumes_not_counted",
+    [D9_CNT_CPU_TICKS] = "cpu_ticks_on_workers",
+    [D9_CNT_CPU_UNLEARNED] = "cpu_samples_task_unknown",
+    [D9_CNT_CPU_DROPS] = "cpu_sample_drops",
 };
 
 /* The workers' detection method when they share one, else "mixed". */
@@ -410,6 +414,11 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	if (r->push) {
 		fputs("  \"push\": ", f);
 		push_stats_write_json(f, r->push);
+		fputs(",\n", f);
+	}
+	if (r->cpu_samples) {
+		fputs("  \"cpu_samples\": ", f);
+		cpu_samples_write_json(f, r->cpu_samples);
 		fputs(",\n", f);
 	}
 	write_probes(f, t, r);

@@ -14,6 +14,7 @@ struct arming;
 struct worker_tls;
 struct long_polls;
 struct push_stats;
+struct cpu_samples;
 
 struct run_summary {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
@@ -38,6 +39,7 @@ struct run_summary {
 	const struct arming_totals *arming_base, *arming_end;
 	double tool_cpu_s0;
 	const struct push_stats *push; /* --push, or NULL */
+	const struct cpu_samples *cpu_samples; /* or NULL */
 };
 
 /* Whether epoch belongs to the run summary's part of the run. */

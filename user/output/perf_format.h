@@ -63,6 +63,9 @@ enum d9_perf_event {
 	/* "task-sample-raw": period = weight_count, registers and stack for perf's own DWARF
 	 * unwinding; only in files whose samples carried raw stacks (--unwind dwarf). */
 	D9_PERF_EV_SAMPLE_RAW = 2,
+	/* "task-cpu-ns": period = weight_cpu_ns, the on-CPU samples (and only they); declared only
+	 * in files that have them, after task-sample-raw (then declared too, maybe empty). */
+	D9_PERF_EV_CPU = 3,
 	D9_PERF_NR_EVENTS,
 };
 #define D9_PERF_EVENT_ID(ev) ((uint64_t)(ev) + 1)

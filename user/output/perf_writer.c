@@ -7,6 +7,8 @@
  * written once for each (and once more for task-sample-raw, below, when it has a raw stack):
  *   task-sample   period = weight_count:   estimated resumes the sample stands for;
  *   task-idle-ns  period = weight_idle_ns: estimated nanoseconds tasks sat parked there.
+ * On-CPU samples (kind cpu) are written to a fourth event only, task-cpu-ns (period =
+ * weight_cpu_ns: the clock tick's period), declared in files that have some.
  * perf report's Overhead and "Event count" are sums of periods, so they equal the sums of the
  * same fields in samples.jsonl, per event. Periods must be integers, which the weights are.
  *
@@ -100,6 +102,7 @@ static const char *const event_names[D9_PERF_NR_EVENTS] = {
     [D9_PERF_EV_SAMPLE] = "task-sample",
     [D9_PERF_EV_IDLE] = "task-idle-ns",
     [D9_PERF_EV_SAMPLE_RAW] = "task-sample-raw",
+    [D9_PERF_EV_CPU] = "task-cpu-ns",
 };
 
 struct perf_writer {
@@ -117,14 +120,31 @@ struct perf_writer {
 	} comm_cache[COMM_CACHE];
 	uint64_t nsamples, first_time, last_time;
 	bool have_raw; /* a task-sample-raw record was written: the file declares the event */
+	bool have_cpu; /* a task-cpu-ns record was written: declared, and task-sample-raw too */
 	struct perf_task_dso tasks; /* the "task: FUTURE" root frames' names, by address */
 	uint8_t rec[MAX_RECORD];
 };
 
-/* Events the file declares: task-sample-raw only when it has records. */
+/* Events the file declares: task-sample-raw and task-cpu-ns only when they have records (and
+ * task-sample-raw before task-cpu-ns: attrs are declared in order). */
 static int nr_events(const struct perf_writer *pw)
 {
-	return pw->have_raw ? D9_PERF_NR_EVENTS : D9_PERF_EV_SAMPLE_RAW;
+	return pw->have_cpu   ? D9_PERF_NR_EVENTS
+	       : pw->have_raw ? D9_PERF_EV_CPU
+			      : D9_PERF_EV_SAMPLE_RAW;
+}
+
+/* The events a sample is written to and its period in each: an on-CPU sample only to
+ * task-cpu-ns, a park sample to the others (task-sample-raw when it has a raw stack). */
+static bool sample_event(const struct task_sample *s, int ev, uint64_t *period)
+{
+	if (s->on_cpu)
+		*period = s->weight_cpu_ns;
+	else
+		*period = ev == D9_PERF_EV_IDLE ? s->weight_idle_ns : s->weight_count;
+	if (ev == D9_PERF_EV_CPU)
+		return s->on_cpu;
+	return !s->on_cpu && (ev != D9_PERF_EV_SAMPLE_RAW || s->raw);
 }
 
 /* Builds one record in pw->rec. */
@@ -298,6 +318,8 @@ static size_t raw_text(char *buf, size_t len, const struct task_sample *s)
 	p += snprintf(p, 64, "%.48s", s->outcome ? s->outcome : "unknown");
 	p = put_lit(p, " park=");
 	p += snprintf(p, 64, "%.48s", s->park_point ? s->park_point : "none");
+	if (s->on_cpu)
+		p = put_lit(p, " kind=cpu");
 	if (s->stack_error) {
 		p = put_lit(p, " stack_error=-");
 		p = put_dec(p, (uint64_t)(-(int64_t)s->stack_error));
@@ -430,15 +452,17 @@ static int perf_sample(struct writer *w, const struct task_sample *s)
 		/* perf unwinds the raw event itself: no frames of ours, the chain stays empty. */
 		size_t n = dump ? 0 : nframes;
 		struct rec r = rec_start(pw);
+		uint64_t period;
 
-		if (dump && !s->raw)
-			break;
+		if (!sample_event(s, ev, &period))
+			continue;
+		pw->have_cpu |= ev == D9_PERF_EV_CPU;
 		put_u64(&r, D9_PERF_EVENT_ID(ev));
 		put_u64(&r, dump ? s->raw->ip : n ? addrs[0] : 0);
 		put_u32x2(&r, s->pid, s->tid);
 		put_u64(&r, s->timestamp_ns);
 		put_u32x2(&r, 0, 0);
-		put_u64(&r, ev == D9_PERF_EV_IDLE ? s->weight_idle_ns : s->weight_count);
+		put_u64(&r, period);
 		/* Only user frames: mark the context so perf resolves them in the process. */
 		put_u64(&r, n ? n + 1 : 0);
 		if (n)

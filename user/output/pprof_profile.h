@@ -12,7 +12,7 @@
 #include "writer.h"
 
 /* The sample types, in the order of every sample's values. */
-#define PPROF_NSAMPLE_TYPES 2
+#define PPROF_NSAMPLE_TYPES 3
 struct pprof_sample_type {
 	const char *type, *unit;
 };

@@ -10,10 +10,12 @@
  * at finish when they are complete; pprof resolves every id and string index after decoding.
  * Everything goes to a temp file renamed when complete.
  *
- * Values: resumes/count = weight_count, idle/nanoseconds = weight_idle_ns, so that pprof totals
- * equal the sums of samples.jsonl. Locations are addresses (the leaf's ip, return address - 1
- * above it, so that a location lands on the call); their mappings are marked has_functions,
- * so pprof trusts our names and never re-symbolizes against whatever binary it finds locally.
+ * Values: resumes/count = weight_count, idle/nanoseconds = weight_idle_ns, cpu/nanoseconds =
+ * weight_cpu_ns (on-CPU samples; 0 in park samples, which carry the other two), so that pprof
+ * totals equal the sums of samples.jsonl (`-sample_index=cpu` shows where workers ran). Locations
+ * are addresses (the leaf's ip, return address - 1 above it, so that a location lands on the call);
+ * their mappings are marked has_functions, so pprof trusts our names and never re-symbolizes
+ * against whatever binary it finds locally.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -71,6 +73,7 @@ enum {
 const struct pprof_sample_type pprof_sample_types[PPROF_NSAMPLE_TYPES] = {
     {"resumes", "count"},
     {"idle", "nanoseconds"},
+    {"cpu", "nanoseconds"},
 };
 
 /* Pseudo locations (a sample without a stack) are keyed apart from user-space addresses,
@@ -297,7 +300,8 @@ static void label_str(struct pprof_writer *pw, uint32_t key, const char *val)
 
 int pprof_profile_sample(struct pprof_writer *pw, const struct task_sample *s)
 {
-	uint64_t values[PPROF_NSAMPLE_TYPES] = {s->weight_count, s->weight_idle_ns};
+	uint64_t values[PPROF_NSAMPLE_TYPES] = {s->weight_count, s->weight_idle_ns,
+						s->weight_cpu_ns};
 	size_t n = s->nframes ? s->nframes : 1;
 	char worker[32];
 
@@ -599,7 +603,7 @@ static int write_trailer(struct pprof_writer *pw, const struct run_context *rc)
 		comment(pw, "target: pid %d (%s) %s", rc->target->pid, rc->target->comm,
 			rc->target->exe_path);
 	comment(pw, "values are Horvitz-Thompson estimates: resumes = weight_count, idle = "
-		    "weight_idle_ns of samples.jsonl");
+		    "weight_idle_ns of samples.jsonl; cpu = weight_cpu_ns, clock ticks");
 	if (rc->opts)
 		comment(pw, "per-worker-hz %" PRIu64 ", seed %" PRIu64 ", %" PRIu64 " samples",
 			rc->opts->per_worker_hz, rc->opts->seed, pw->nsamples);

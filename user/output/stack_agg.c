@@ -489,25 +489,25 @@ static void cache_stack(struct stack_agg *a, struct stack_slot *slot, uint64_t h
 	a->nseqs = need;
 }
 
-int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s)
+/* A stack (leaf first) with its weight. */
+static int add_frames(struct stack_agg *a, const struct task_frame *frames, size_t nframes,
+		      int stack_error, uint64_t weight)
 {
 	uint64_t key[3 * D9_AGG_MAX_DEPTH], h;
 	uint32_t names[D9_AGG_MAX_DEPTH];
 	/* The innermost frames are kept when a stack is longer than the trie allows. */
-	size_t n = s->nframes < D9_AGG_MAX_DEPTH ? s->nframes : D9_AGG_MAX_DEPTH, len, i;
-	const struct task_frame *frames = s->frames;
+	size_t n = nframes < D9_AGG_MAX_DEPTH ? nframes : D9_AGG_MAX_DEPTH, len, i;
 	struct stack_slot *slot;
 	uint32_t leaf;
 
-	a->nsamples++;
-	if (!s->weight_count)
+	if (!weight)
 		return 0;
 	if (!n) {
-		const char *m = stack_missing_name(s->stack_error);
+		const char *m = stack_missing_name(stack_error);
 
 		if (intern_id(&a->names, m, strlen(m), &names[0]))
 			return -ENOMEM;
-		return stack_agg_add(a, names, 1, s->weight_count);
+		return stack_agg_add(a, names, 1, weight);
 	}
 
 	/* A stack seen before: one hash probe and a compare, instead of a probe per frame and a
@@ -526,7 +526,7 @@ int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s)
 	if (slot->leaf && a->seqs[slot->seq] == len &&
 	    !memcmp(&a->seqs[slot->seq + 2], key, len * sizeof(*key))) {
 		/* Kept next to the key, already in cache, until stack_agg_sort(). */
-		a->seqs[slot->seq + 1] += s->weight_count;
+		a->seqs[slot->seq + 1] += weight;
 		return 0;
 	}
 
@@ -534,10 +534,32 @@ int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s)
 	for (i = 0; i < n; i++)
 		if (frame_id(a, &frames[n - 1 - i], &names[i]))
 			return -ENOMEM;
-	if (add_path(a, names, n, s->weight_count, &leaf))
+	if (add_path(a, names, n, weight, &leaf))
 		return -ENOMEM;
 	cache_stack(a, slot, h, leaf, key, len);
 	return 0;
+}
+
+int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s)
+{
+	if (s->on_cpu)
+		return 0; /* no resumes: the time view has them */
+	a->nsamples++;
+	return add_frames(a, s->frames, s->nframes, s->stack_error, s->weight_count);
+}
+
+int stack_agg_add_time(struct stack_agg *a, const struct task_sample *s)
+{
+	static const char running[] = "running", waiting[] = "waiting";
+	struct task_frame frames[D9_AGG_MAX_DEPTH];
+	/* The innermost frames, and the view's frame at the root. */
+	size_t n = s->nframes < D9_AGG_MAX_DEPTH - 1 ? s->nframes : D9_AGG_MAX_DEPTH - 1;
+
+	a->nsamples++;
+	memcpy(frames, s->frames, n * sizeof(*frames));
+	frames[n++] = (struct task_frame){.name = s->on_cpu ? running : waiting, .task_root = true};
+	return add_frames(a, frames, n, s->stack_error,
+			  s->on_cpu ? s->weight_cpu_ns : s->weight_idle_ns);
 }
 
 /* Orders siblings by parent, then by name descending, so that pushing each onto its parent's

@@ -125,8 +125,12 @@ int stack_agg_init(struct stack_agg *a);
 void stack_agg_free(struct stack_agg *a);
 /* Adds a stack given root first as interned names; returns 0 or -ENOMEM. */
 int stack_agg_add(struct stack_agg *a, const uint32_t *names, size_t n, uint64_t weight);
-/* Adds a sample's stack (leaf first in s) with weight s->weight_count. */
+/* Adds a park sample's stack (leaf first in s) with weight s->weight_count; on-CPU samples
+ * (no resumes) are left out. */
 int stack_agg_add_sample(struct stack_agg *a, const struct task_sample *s);
+/* The time view: a sample's stack under a root frame "running" (on-CPU samples, weight
+ * weight_cpu_ns) or "waiting" (park samples, weight_idle_ns). */
+int stack_agg_add_time(struct stack_agg *a, const struct task_sample *s);
 /* Sums the totals, and links every node's children in ascending name order (byte-wise), for
  * stable output. */
 int stack_agg_sort(struct stack_agg *a);

@@ -54,5 +54,9 @@ int perf_writer_open(const struct out_dir *dir, struct writer *w);	 /* perf.data
 int pprof_writer_open(const struct out_dir *dir, struct writer *w);	 /* profile.pb.gz */
 int folded_writer_open(const struct out_dir *dir, struct writer *w);	 /* stacks.folded */
 int flamegraph_writer_open(const struct out_dir *dir, struct writer *w); /* flamegraph.svg */
+/* The time views, running and waiting in nanoseconds (stack_agg_add_time): */
+int folded_time_writer_open(const struct out_dir *dir, struct writer *w); /* stacks-time.folded */
+int flamegraph_time_writer_open(const struct out_dir *dir,
+				struct writer *w); /* flamegraph-time.svg */
 
 #endif

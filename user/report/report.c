@@ -54,6 +54,9 @@ void report_free(struct report *r)
 	for (size_t i = 0; i < r->ntypes; i++)
 		free(r->types[i].future);
 	free(r->types);
+	for (size_t i = 0; i < r->ncpu; i++)
+		free(r->cpu[i].future);
+	free(r->cpu);
 	free(r->draws);
 	free(r->buf);
 	rpt_table_free(r);

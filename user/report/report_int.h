@@ -80,6 +80,13 @@ struct type_sum {
 	double counted, counted_sq;
 };
 
+/* On-CPU samples by future: estimated CPU time (sum of weight_cpu_ns). */
+struct cpu_sum {
+	char *future; /* or "scheduler/idle", "(unknown)" */
+	uint64_t samples;
+	double ns;
+};
+
 /* One sample's part in the estimates, kept for their variance: samples of one armed window
  * share its random placement, so the window (not the sample) is the unit that was drawn. */
 struct draw {
@@ -139,6 +146,11 @@ struct report {
 	struct draw *draws;
 	size_t ndraws, draws_cap;
 	int64_t solo; /* clusters handed to always-armed samples, one each */
+	/* On-CPU samples (kind "cpu"): kept apart from the park samples' estimates. */
+	struct cpu_sum *cpu;
+	size_t ncpu;
+	uint64_t cpu_samples;
+	double cpu_total_ns;
 
 	/* stacks.jsonl (report_table.c), when samples.jsonl has the stack_table layout */
 	char samples_layout[16];   /* metadata.json's samples.layout; empty: inline */

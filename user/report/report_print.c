@@ -318,6 +318,42 @@ static void print_types(const struct report *r, FILE *out)
 	free(v);
 }
 
+static int by_cpu_ns(const void *a, const void *b)
+{
+	const struct cpu_sum *x = *(const struct cpu_sum *const *)a;
+	const struct cpu_sum *y = *(const struct cpu_sum *const *)b;
+
+	return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+}
+
+/* The futures that held the workers' CPU, most first: every clock tick on a worker is a
+ * sample, so these are totals, not weighted draws. */
+static void print_cpu_tasks(const struct report *r, FILE *out)
+{
+	const struct cpu_sum **v;
+	size_t n = r->ncpu < REPORT_TOP_STACKS ? r->ncpu : REPORT_TOP_STACKS;
+
+	if (!r->cpu_samples)
+		return;
+	v = malloc(r->ncpu * sizeof(*v));
+	if (!v)
+		return;
+	for (size_t i = 0; i < r->ncpu; i++)
+		v[i] = &r->cpu[i];
+	qsort(v, r->ncpu, sizeof(*v), by_cpu_ns);
+	fprintf(out,
+		"\nTop tasks by CPU (on-CPU samples: %" PRIu64 " clock ticks on workers, %.3f "
+		"CPU-seconds):\n   share   est. CPU s  samples  future\n",
+		r->cpu_samples, r->cpu_total_ns / 1e9);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(out, "  %5.1f%%  %11.3f  %7" PRIu64 "  ", pct(v[i]->ns, r->cpu_total_ns),
+			v[i]->ns / 1e9, v[i]->samples);
+		put_clean(out, v[i]->future, 160);
+		fputc('\n', out);
+	}
+	free(v);
+}
+
 static void print_workers(const struct report *r, FILE *out)
 {
 	fprintf(out,
@@ -404,13 +440,13 @@ static void print_warnings(const struct report *r, FILE *out)
 	if (r->truncated_line)
 		fprintf(out, "warning: samples.jsonl line %" PRIu64 " was cut short and skipped\n",
 			r->truncated_line);
-	if (r->have_samples_meta && r->written != r->nsamples)
+	if (r->have_samples_meta && r->written != r->nsamples + r->cpu_samples)
 		fprintf(out,
 			"warning: samples.jsonl has %" PRIu64
 			" samples but metadata.json says %" PRIu64 " were written\n",
-			r->nsamples, r->written);
+			r->nsamples + r->cpu_samples, r->written);
 	if (!capped && !r->capped_samples && !drops && !r->truncated_line &&
-	    (!r->have_samples_meta || r->written == r->nsamples))
+	    (!r->have_samples_meta || r->written == r->nsamples + r->cpu_samples))
 		fputs("no capped epochs, no ring-buffer drops: the estimates are unbiased\n", out);
 }
 
@@ -420,6 +456,7 @@ void report_print(const struct report *r, const char *dir, FILE *out)
 		print_run(r, dir, out);
 	print_stacks(r, out);
 	print_types(r, out);
+	print_cpu_tasks(r, out);
 	if (r->have_meta) {
 		print_workers(r, out);
 		print_counters(r, out);

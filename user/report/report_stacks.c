@@ -286,8 +286,54 @@ static int add_draw(struct report *r, int64_t window, const struct type_sum *typ
 	return 0;
 }
 
+static struct cpu_sum *cpu_get(struct report *r, const char *future)
+{
+	struct cpu_sum *c;
+
+	for (size_t i = 0; i < r->ncpu; i++)
+		if (!strcmp(r->cpu[i].future, future))
+			return &r->cpu[i];
+	if (r->ncpu == MAX_TYPES)
+		future = "(other futures)";
+	c = realloc(r->cpu, (r->ncpu + 1) * sizeof(*c));
+	if (!c)
+		return NULL;
+	r->cpu = c;
+	c = &r->cpu[r->ncpu];
+	*c = (struct cpu_sum){.future = strdup(future)};
+	if (!c->future)
+		return NULL;
+	r->ncpu++;
+	return c;
+}
+
+/* An on-CPU sample: its CPU time goes to its future's (task id 0: the scheduler's). */
+static int take_cpu_sample(struct report *r, json_object *obj, struct perr *e)
+{
+	const char *future = NULL;
+	uint64_t ns, task_id = 1;
+	json_object *id;
+	struct cpu_sum *c;
+
+	if (rpt_get_u64(e, "", obj, "weight_cpu_ns", false, 0, MAX_NS, &ns) ||
+	    rpt_get_str(e, "", obj, "future", true, true, &future))
+		return -1;
+	if (json_object_object_get_ex(obj, "task_id", &id) &&
+	    json_object_is_type(id, json_type_int))
+		task_id = (uint64_t)json_object_get_int64(id);
+	c = cpu_get(r, future ? future : task_id ? "(unknown)" : "scheduler/idle");
+	if (!c)
+		return rpt_fail(e, "out of memory after %zu futures", r->ncpu);
+	c->samples++;
+	c->ns += (double)ns;
+	r->cpu_samples++;
+	r->cpu_total_ns += (double)ns;
+	return 0;
+}
+
 int rpt_take_sample(struct report *r, json_object *obj, struct perr *e)
 {
+	const char *kind = NULL;
 	uint64_t epoch, wcount, widle;
 	int64_t worker, stack_error = 0, window = 0;
 	const char *park, *outcome = NULL, *future = NULL;
@@ -302,6 +348,10 @@ int rpt_take_sample(struct report *r, json_object *obj, struct perr *e)
 
 	if (!json_object_is_type(obj, json_type_object))
 		return rpt_fail(e, "the line is %s, expected a JSON object", rpt_kind(obj));
+	if (rpt_get_str(e, "", obj, "kind", true, false, &kind))
+		return -1;
+	if (kind && !strcmp(kind, "cpu"))
+		return take_cpu_sample(r, obj, e);
 	if (rpt_get_i64(e, "", obj, "worker", false, -1, MAX_WORKER_INDEX, &worker) ||
 	    rpt_get_num(e, "", obj, "inclusion_probability", false, 0, 1, true, &prob) ||
 	    rpt_get_u64(e, "", obj, "epoch", false, 0, MAX_EPOCH, &epoch) ||

@@ -429,6 +429,17 @@ size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr
 	return n;
 }
 
+size_t target_branch_targets(const unsigned char *code, size_t len, uint64_t vaddr,
+			     uint64_t *targets, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i + 5 <= len && n < max; i++)
+		if (code[i] == 0xe8 || code[i] == 0xe9)
+			targets[n++] = rel32_dest(code, i, vaddr);
+	return n;
+}
+
 bool target_is_yield_pending_callee(const char *demangled)
 {
 	/* v0 names the closure (with_defer, from YieldNow::poll); legacy mangling only

@@ -153,6 +153,9 @@ bool probe_insn_needs_xol(const unsigned char *insn, size_t len);
  * read as a call: callers accept only targets that start a known function. */
 size_t target_direct_calls(const unsigned char *code, size_t len, uint64_t vaddr, uint64_t *targets,
 			   size_t max);
+/* The same for calls and jumps (e8, e9): where a function's tail call goes too. */
+size_t target_branch_targets(const unsigned char *code, size_t len, uint64_t vaddr,
+			     uint64_t *targets, size_t max);
 /* Whether a callee of YieldNow::poll by that name is the one its Pending path calls (the
  * runtime's defer in Tokio 1.x); in legacy mangling the name fits every LocalKey::with, and
  * the caller also requires a single call site. */

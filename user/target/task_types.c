@@ -5,6 +5,7 @@
  * raw::dealloc<T,S> (the vtable's third entry) calls drop_in_place<Cell<T,S>>, and drop glue
  * is named after its type in both manglings: that names T in a plain release build.
  */
+#include "task_sample.h"
 #include "task_types.h"
 
 #include <errno.h>
@@ -87,21 +88,31 @@ static char *future_dropped(const char *glue)
 	return t;
 }
 
-static char *name_from_dealloc(int fd, const struct elf_file *ef, uint64_t dealloc)
+/* The direct call (and with jumps, jump) targets in the first bytes of the function at addr. */
+static size_t code_targets(int fd, const struct elf_file *ef, uint64_t addr, bool jumps,
+			   uint64_t *out, size_t max)
 {
 	unsigned char code[DEALLOC_CODE_MAX];
-	uint64_t calls[DEALLOC_CALLS_MAX], off;
-	const struct elf_sym *s = elf_file_lookup(ef, dealloc);
-	size_t len, n;
+	const struct elf_sym *s = elf_file_lookup(ef, addr);
+	uint64_t off;
+	size_t len;
 	ssize_t got;
 
-	if (!s || s->addr != dealloc || elf_file_vaddr_to_offset(ef, dealloc, &off))
-		return NULL;
+	if (!s || s->addr != addr || elf_file_vaddr_to_offset(ef, addr, &off))
+		return 0;
 	len = s->size && s->size < sizeof(code) ? s->size : sizeof(code);
 	got = pread(fd, code, len, (off_t)off);
 	if (got <= 0)
-		return NULL;
-	n = target_direct_calls(code, (size_t)got, dealloc, calls, DEALLOC_CALLS_MAX);
+		return 0;
+	return jumps ? target_branch_targets(code, (size_t)got, addr, out, max)
+		     : target_direct_calls(code, (size_t)got, addr, out, max);
+}
+
+static char *name_from_dealloc(int fd, const struct elf_file *ef, uint64_t dealloc)
+{
+	uint64_t calls[DEALLOC_CALLS_MAX];
+	size_t n = code_targets(fd, ef, dealloc, false, calls, DEALLOC_CALLS_MAX);
+
 	for (size_t i = 0; i < n; i++) {
 		char *callee = demangled_at(ef, calls[i]);
 		char *t = callee && strstr(callee, "drop_in_place") ? future_dropped(callee) : NULL;
@@ -113,10 +124,28 @@ static char *name_from_dealloc(int fd, const struct elf_file *ef, uint64_t deall
 	return NULL;
 }
 
+/* The Harness<T, S>::poll instance raw::poll calls or jumps to (a tail call leaves raw::poll
+ * off the stack, so a stack shows the task type by this one); 0 when inlined. */
+static uint64_t harness_of_poll(int fd, const struct elf_file *ef, uint64_t poll)
+{
+	uint64_t calls[DEALLOC_CALLS_MAX], found = 0;
+	size_t n = code_targets(fd, ef, poll, true, calls, DEALLOC_CALLS_MAX);
+
+	for (size_t i = 0; i < n && !found; i++) {
+		char *callee = demangled_at(ef, calls[i]);
+
+		if (callee && strstr(callee, "harness::Harness<") && strstr(callee, "::poll"))
+			found = calls[i];
+		free(callee);
+	}
+	return found;
+}
+
 static int name_type(int fd, const struct elf_file *ef, const struct tokio_vtable *vt, size_t index,
 		     struct task_type *tt)
 {
 	*tt = (struct task_type){.vtable = vt->vaddr, .poll = vt->poll, .method = "poll_generics"};
+	tt->harness_poll = harness_of_poll(fd, ef, vt->poll);
 	tt->name = name_from_poll(ef, vt->poll);
 	if (!tt->name && vt->dealloc) {
 		tt->method = "drop_glue";
@@ -209,4 +238,24 @@ void task_types_free(struct task_types *tt)
 	}
 	free(tt->v);
 	*tt = (struct task_types){0};
+}
+
+char *task_types_stack_future(const struct task_frame *fr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fr[i].name && strstr(fr[i].name, "::harness::Harness<"))
+			return task_types_first_arg(fr[i].name, "Harness<");
+	return NULL;
+}
+
+size_t task_types_by_poll(const struct task_types *tt, uint64_t poll_start, struct task_type **out,
+			  size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < tt->n && n < max; i++)
+		if ((tt->v[i].poll && tt->v[i].poll + tt->bias == poll_start) ||
+		    (tt->v[i].harness_poll && tt->v[i].harness_poll + tt->bias == poll_start))
+			out[n++] = &tt->v[i];
+	return n;
 }

@@ -12,12 +12,14 @@
 
 struct elf_file;
 struct target;
+struct task_frame;
 
 struct task_type {
-	uint64_t vtable; /* link-time address */
-	uint64_t poll;	 /* its raw::poll instance */
-	char *name;	 /* the future T, demangled; "task-type-N" when no name can be had */
-	char *root;	 /* "task: NAME", the root frame of its samples */
+	uint64_t vtable;       /* link-time address */
+	uint64_t poll;	       /* its raw::poll instance */
+	uint64_t harness_poll; /* the Harness<T, S>::poll raw::poll calls, 0 when inlined */
+	char *name;	       /* the future T, demangled; "task-type-N" when no name can be had */
+	char *root;	       /* "task: NAME", the root frame of its samples */
 	/* How the name was found: "poll_generics" (raw::poll<T,S>'s own v0 name),
 	 * "drop_glue" (the drop_in_place its raw::dealloc calls: of Cell<T,S> or of T), "none". */
 	const char *method;
@@ -39,5 +41,14 @@ void task_types_free(struct task_types *tt);
 /* The first generic argument of the generic named right before the first "<" after KEY in
  * NAME (e.g. T in "...Cell<T,S>>" for KEY "Cell<"): malloc'd, or NULL. */
 char *task_types_first_arg(const char *name, const char *key);
+
+/* The future of the innermost task on a stack (leaf first), from Harness<T, S>::poll's generics
+ * (v0 mangling; legacy names carry none): malloc'd, or NULL. */
+char *task_types_stack_future(const struct task_frame *fr, size_t n);
+/* The types whose raw::poll (or Harness::poll) instance starts at runtime address POLL_START,
+ * at most MAX into OUT; returns how many. Several when the compiler merged identical instances
+ * (futures whose polls compile to the same code). */
+size_t task_types_by_poll(const struct task_types *tt, uint64_t poll_start, struct task_type **out,
+			  size_t max);
 
 #endif /* D9_TASK_TYPES_H */

@@ -208,12 +208,60 @@ fn sleep_until_mono(t_ns: u64) {
     {}
 }
 
-fn reporter_thread(rep: Arc<Mutex<Reporter>>) {
+fn reporter_thread(rep: Arc<Mutex<Reporter>>, oncpu: bool) {
     loop {
         let target = (rep.lock().unwrap().next_sec + 1) * NS_PER_SEC + GRACE_NS;
         sleep_until_mono(target);
-        rep.lock().unwrap().catch_up(mono_ns(), GRACE_NS);
+        let mut r = rep.lock().unwrap();
+        r.catch_up(mono_ns(), GRACE_NS);
+        if oncpu {
+            // Cumulative: a reader takes the difference between two lines.
+            emit(&format!(
+                "{{\"type\":\"oncpu\",\"mono_ns\":{},\"heavy_ns\":{},\"light_ns\":{}}}",
+                mono_ns(),
+                ONCPU_NS[0].load(Ordering::Relaxed),
+                ONCPU_NS[1].load(Ordering::Relaxed)
+            ));
+        }
     }
+}
+
+/// CPU time of the on-CPU kinds (heavy, light) inside their polls, from the thread's own CPU
+/// clock: the ground truth of the profiler's on-CPU samples.
+static ONCPU_NS: [AtomicU64; 2] = [ZERO, ZERO];
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec; every thread has a CPU clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * NS_PER_SEC + ts.tv_nsec as u64
+}
+
+/// Wraps a task's future and adds the CPU time its polls take on their thread to ONCPU_NS.
+struct CpuTimed<F: Future> {
+    inner: Pin<Box<F>>,
+    poll_inner: PollFn<F>,
+    kind: usize,
+}
+
+impl<F: Future> Future for CpuTimed<F> {
+    type Output = F::Output;
+
+    #[inline(never)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        let t0 = thread_cpu_ns();
+        let r = (this.poll_inner)(this.inner.as_mut(), cx);
+        ONCPU_NS[this.kind].fetch_add(thread_cpu_ns() - t0, Ordering::Relaxed);
+        r
+    }
+}
+
+fn spawn_cpu_timed<F>(kind: usize, fut: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(CpuTimed { inner: Box::pin(fut), poll_inner: <F as Future>::poll, kind });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,6 +292,16 @@ fn timer_kind_work(seed: u64) -> u64 {
 #[inline(never)]
 fn channel_kind_work(v: u64) -> u64 {
     spin_mix(v | 1, 1_000).rotate_left(11)
+}
+
+#[inline(never)]
+fn oncpu_heavy_work(seed: u64, iters: u32) -> u64 {
+    spin_mix(seed | 1, iters.saturating_mul(3)).rotate_left(3)
+}
+
+#[inline(never)]
+fn oncpu_light_work(seed: u64, iters: u32) -> u64 {
+    spin_mix(seed | 1, iters).rotate_left(9)
 }
 
 /// Burns CPU for `ns` nanoseconds (called inside block_in_place).
@@ -289,6 +347,28 @@ async fn late_cpu_task(id: u64, iters: u32) {
         x = cpu_kind_work(x, iters);
         add_work(1);
         sink(x);
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Two CPU-bound kinds for the on-CPU samples: each poll does three units of work (heavy) or
+/// one (light), then yields.
+async fn oncpu_heavy_task(id: u64, iters: u32) {
+    let mut x = id.wrapping_add(41);
+    loop {
+        x = oncpu_heavy_work(x, iters);
+        sink(x);
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Its future holds a Vec, so that its drop glue (and Harness::poll) is not merged with the
+/// heavy kind's: without v0 mangling, task types are named from their drop glue.
+async fn oncpu_light_task(id: u64, iters: u32) {
+    let mut xs = vec![id.wrapping_add(43)];
+    loop {
+        xs[0] = oncpu_light_work(xs[0], iters);
+        sink(xs[0]);
         tokio::task::yield_now().await;
     }
 }
@@ -461,6 +541,7 @@ struct Opts {
     idle: u64,
     big_future: u64,
     long_poll: u64,
+    oncpu: u64,
     mode: Mode,
 }
 
@@ -470,7 +551,9 @@ const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until
 [--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)] \
 [--idle-tasks N (each resumes about once a second)] [--big-future-tasks N (8 KiB futures, uncounted)] \
 [--long-poll-tasks N (N tasks spinning 20 ms in a poll every 250 ms and N sleeping 15 ms in one \
-every 400 ms, uncounted; each long poll written as a \"long_poll\" line)]";
+every 400 ms, uncounted; each long poll written as a \"long_poll\" line)] \
+[--oncpu-tasks N (N tasks doing 3 units of work a poll and N doing 1, uncounted; their CPU time \
+inside polls written each second as an \"oncpu\" line)]";
 
 fn die(msg: &str) -> ! {
     eprintln!("dial9-demo: {}\n{}", msg, USAGE);
@@ -492,6 +575,7 @@ fn parse_args() -> Opts {
         idle: 0,
         big_future: 0,
         long_poll: 0,
+        oncpu: 0,
         mode: Mode::Mix,
     };
     let mut args = std::env::args().skip(1);
@@ -528,6 +612,7 @@ fn parse_args() -> Opts {
             "--idle-tasks" => o.idle = num(),
             "--big-future-tasks" => o.big_future = num(),
             "--long-poll-tasks" => o.long_poll = num(),
+            "--oncpu-tasks" => o.oncpu = num(),
             "--mode" => {
                 o.mode = match val.as_str() {
                     "mix" => Mode::Mix,
@@ -561,6 +646,7 @@ fn main() {
     let channel = o.channel.unwrap_or(if hot { 2 } else { 4 });
     let blocking = o.blocking.unwrap_or(if hot { 0 } else { 1 });
     let cpu_iters = o.cpu_iters.unwrap_or(if hot { 1_500 } else { 20_000 }).min(u32::MAX as u64) as u32;
+    let oncpu = o.oncpu;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(o.workers)
@@ -592,7 +678,7 @@ fn main() {
         let rep = rep.clone();
         std::thread::Builder::new()
             .name("dial9-reporter".into())
-            .spawn(move || reporter_thread(rep))
+            .spawn(move || reporter_thread(rep, oncpu > 0))
             .expect("spawn reporter");
     }
 
@@ -618,6 +704,10 @@ fn main() {
         }
         for i in 0..o.big_future {
             tokio::spawn(big_future_task(i));
+        }
+        for i in 0..oncpu {
+            spawn_cpu_timed(0, oncpu_heavy_task(i, cpu_iters));
+            spawn_cpu_timed(1, oncpu_light_task(i, cpu_iters));
         }
         for _ in 0..o.long_poll {
             tokio::spawn(long_poll_task("spin", 250));
