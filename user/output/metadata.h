@@ -28,6 +28,8 @@ struct run_summary {
 	struct arming *arming;
 	const struct worker_tls *worker_tls; /* workers found at the attach, or NULL */
 	const struct long_polls *long_polls; /* or NULL */
+	/* --unwind ebpf's tables, or NULL */
+	const struct unwind_tables *unwind_tables;
 };
 
 struct out_dir;
