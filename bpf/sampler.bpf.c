@@ -368,8 +368,8 @@ static __always_inline bool current_pid_tid(__u32 *pid, __u32 *tid)
 	return true;
 }
 
-#include "long_polls.bpf.h"
 #include "unwind.bpf.h"
+#include "long_polls.bpf.h"
 
 static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
 {

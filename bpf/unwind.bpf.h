@@ -170,11 +170,21 @@ static __always_inline int ebpf_unwind_from(__u64 pc, __u64 sp, __u64 bp, __u64 
 	return (int)w.n;
 }
 
-/* From the user registers of the current task (a uprobe's ctx, or task_pt_regs of it from a
- * kernel event), interrupted at an exact pc. */
+/* From the user registers of the current task in a uprobe's ctx, stopped at an exact pc. */
 static __always_inline int ebpf_unwind(struct pt_regs *regs, __u64 *ips)
 {
 	return ebpf_unwind_from(PT_REGS_IP(regs), PT_REGS_SP(regs), PT_REGS_FP(regs), ips);
+}
+
+/* From a kernel event in the current task (a timer tick, a scheduler switch): its user
+ * registers as it entered the kernel. Returns bytes of ips, as bpf_get_stack would. */
+static __always_inline __s32 ebpf_unwind_user(__u64 *ips)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	return ebpf_unwind_from(PT_REGS_IP_CORE(regs), PT_REGS_SP_CORE(regs), PT_REGS_FP_CORE(regs),
+				ips) *
+	       8;
 }
 
 #endif /* D9_UNWIND_BPF_H */

@@ -102,6 +102,7 @@ struct collector {
 	struct est_terms counted; /* the same of the in-window resume counts (resume_counts.c) */
 	uint64_t counts_drained;  /* resume_counts entries read */
 	uint64_t samples_written;
+	uint64_t loader_ns; /* handling records and writing samples: unwind, symbolize, write */
 	uint64_t samples_with_stack;
 	uint64_t samples_stack_errors;
 	uint64_t samples_task_id_ok;

@@ -396,9 +396,10 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", counter_names[i], r->counters[i]);
 	fprintf(f,
 		"},\n  \"samples\": {\"written\": %" PRIu64 ", \"with_stack\": %" PRIu64
-		", \"stack_errors\": %" PRIu64 ", \"task_id_ok\": %" PRIu64 "},\n",
+		", \"stack_errors\": %" PRIu64 ", \"task_id_ok\": %" PRIu64
+		", \"loader_ns\": %" PRIu64 "},\n",
 		c->samples_written, c->samples_with_stack, c->samples_stack_errors,
-		c->samples_task_id_ok);
+		c->samples_task_id_ok, c->loader_ns);
 	fputs("  \"estimate_terms\": ", f);
 	est_terms_write_json(&c->terms, f);
 	fputs(",\n  \"count_terms\": ", f);
