@@ -47,27 +47,29 @@ struct unwind_walk {
 	__u32 stop; /* D9_CNT_EBPF_UNWIND_*, 0 while walking */
 };
 
-/* The searches run as bpf_loop callbacks: the verifier checks each body once instead of
+/* Both searches run as bpf_loop callbacks: the verifier checks each body once instead of
  * every path through an unrolled search, which multiplies with the frames' loop. */
 struct unwind_find {
-	__u64 key;    /* pc (module scan) or ELF virtual address (row search) */
-	__u32 lo, hi; /* rows: the last at or below key is lo - 1 once lo == hi */
-	const struct d9_unwind_module *m;
+	__u64 key;    /* pc (module search) or ELF virtual address (row search) */
+	__u32 lo, hi; /* the last entry at or below key is lo - 1 once lo == hi */
 };
 
+/* The modules (sorted by start, not overlapping): the last starting at or below key. */
 static long module_step(__u32 i, void *arg)
 {
 	struct unwind_find *f = arg;
+	__u32 mid = f->lo + (f->hi - f->lo) / 2;
 	const struct d9_unwind_module *m;
-	__u32 k = i;
 
-	if (i >= unwind_nmodules)
+	if (f->lo >= f->hi)
 		return 1;
-	m = bpf_map_lookup_elem(&unwind_modules, &k);
-	if (m && f->key >= m->start && f->key < m->end) {
-		f->m = m;
+	m = bpf_map_lookup_elem(&unwind_modules, &mid);
+	if (!m)
 		return 1;
-	}
+	if (m->start <= f->key)
+		f->lo = mid + 1;
+	else
+		f->hi = mid;
 	return 0;
 }
 
@@ -89,16 +91,20 @@ static long row_step(__u32 i, void *arg)
 	return 0;
 }
 
-/* The row that holds at pc, or NULL. 24 halvings: up to 16M rows a module. */
+/* The row that holds at pc, or NULL. 8 halvings over the modules (D9_UNWIND_MAX_MODULES),
+ * 24 over a module's rows (up to 16M). */
 static __always_inline const struct d9_unwind_row *unwind_row(__u64 pc)
 {
-	struct unwind_find f = {.key = pc};
+	struct unwind_find f = {.key = pc, .hi = unwind_nmodules};
 	const struct d9_unwind_module *m;
 	__u32 k;
 
-	bpf_loop(D9_UNWIND_MAX_MODULES, module_step, &f, 0);
-	m = f.m;
-	if (!m || pc - m->bias > 0xffffffffULL)
+	bpf_loop(8, module_step, &f, 0);
+	if (f.lo != f.hi || !f.lo)
+		return NULL;
+	k = f.lo - 1;
+	m = bpf_map_lookup_elem(&unwind_modules, &k);
+	if (!m || pc >= m->end || pc - m->bias > 0xffffffffULL)
 		return NULL;
 	f.key = pc - m->bias;
 	f.lo = m->first;

@@ -406,7 +406,7 @@ struct d9_unwind_row {
 };
 
 /* One executable mapping of the target and its rows. */
-#define D9_UNWIND_MAX_MODULES 32
+#define D9_UNWIND_MAX_MODULES 128 /* sorted by start: binary-searched */
 struct d9_unwind_module {
 	__u64 start, end; /* the mapping: [start, end) */
 	__u64 bias;	  /* runtime address - ELF virtual address */

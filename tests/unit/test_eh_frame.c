@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/auxv.h>
 #include <cmocka.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
 #include "eh_frame.h"
+#include "unwind_tables.h"
 
 #define REG_RBP 6
 #define REG_RSP 7
@@ -130,6 +132,43 @@ static void test_env_file(void **state)
 	compare_file(path, 100);
 }
 
+/* The row covering addr in the process's tables, or NULL when no module holds it. */
+static const struct d9_unwind_row *tables_find(const struct unwind_tables *t, uint64_t addr)
+{
+	for (size_t i = 0; i < t->nmods; i++) {
+		const struct d9_unwind_module *m = &t->mods[i];
+
+		if (addr >= m->start && addr < m->end)
+			return unwind_rows_find(t->rows + m->first, m->count, addr - m->bias);
+	}
+	return NULL;
+}
+
+/* This process's own tables: load biases right for the binary (a covered row at one of its
+ * functions), and the vDSO has a module. */
+static void test_process_tables(void **state)
+{
+	uint64_t fn = (uint64_t)(uintptr_t)&compare_file, vdso = getauxval(AT_SYSINFO_EHDR);
+	const struct d9_unwind_row *r;
+	struct unwind_tables t;
+
+	(void)state;
+	assert_int_equal(unwind_tables_build(getpid(), &t), 0);
+	assert_true(t.nmods >= 3 && t.nrows > 1000);
+	r = tables_find(&t, fn);
+	assert_non_null(r);
+	assert_int_equal(r->cfa, D9_UNW_RSP);
+	assert_int_equal(r->cfa_off, 8); /* at the entry: only the return address pushed */
+	if (vdso) {
+		bool found = false;
+
+		for (size_t i = 0; i < t.nmods; i++)
+			found |= vdso >= t.mods[i].start && vdso < t.mods[i].end;
+		assert_true(found);
+	}
+	unwind_tables_free(&t);
+}
+
 static void test_lookup(void **state)
 {
 	const struct d9_unwind_row rows[] = {{.pc = 0x10, .cfa = D9_UNW_RSP, .cfa_off = 8},
@@ -148,10 +187,9 @@ static void test_lookup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_lookup),
-	    cmocka_unit_test(test_self),
-	    cmocka_unit_test(test_libc),
-	    cmocka_unit_test(test_env_file),
+	    cmocka_unit_test(test_lookup),	   cmocka_unit_test(test_self),
+	    cmocka_unit_test(test_libc),	   cmocka_unit_test(test_env_file),
+	    cmocka_unit_test(test_process_tables),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

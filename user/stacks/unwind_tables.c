@@ -10,6 +10,7 @@
 
 #include "eh_frame.h"
 #include "proc_maps.h"
+#include "unwind_dwarf.h"
 #include "unwind_tables.h"
 
 /* The load bias of mapping m of elf: where its file offset pgoff lands against the virtual
@@ -61,13 +62,18 @@ static const struct d9_unwind_module *same_file(const struct unwind_tables *t,
 	return NULL;
 }
 
+static bool is_vdso(const struct proc_map *m)
+{
+	return m->path && !strcmp(m->path, "[vdso]");
+}
+
 /* The rows of mapping m, appended (or shared with an earlier mapping of the same file). */
 static int add_mapping(struct unwind_tables *t, int pid, const struct proc_map *m,
 		       const struct d9_unwind_module *prev)
 {
 	struct d9_unwind_module *mod = &t->mods[t->nmods];
 	struct unwind_rows rows = {};
-	int fd = proc_open_mapped_file(pid, m), err;
+	int fd = is_vdso(m) ? vdso_memfd() : proc_open_mapped_file(pid, m), err;
 	Elf *elf;
 
 	if (fd < 0)
@@ -108,7 +114,7 @@ int unwind_tables_build(int pid, struct unwind_tables *t)
 		const struct proc_map *m = &maps[i];
 		int e;
 
-		if (m->perms[2] != 'x' || !proc_map_is_file(m))
+		if (m->perms[2] != 'x' || !(proc_map_is_file(m) || is_vdso(m)))
 			continue;
 		if (t->nmods == D9_UNWIND_MAX_MODULES) {
 			t->uncovered++;

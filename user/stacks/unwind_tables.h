@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The unwind tables of a process for --unwind ebpf: the rows of every executable file mapping
- * (the binary, libc, the loader, ...) from its .eh_frame (eh_frame.h), in one array, and per
- * mapping its address range, load bias and slice of rows: what bpf/unwind.bpf.h walks with.
+ * The unwind tables of a process for --unwind ebpf: the rows of every executable mapping of a
+ * file (the binary, libc, the loader, ...) or of the vDSO, from its .eh_frame (eh_frame.h), in
+ * one array, and per mapping its address range, load bias and slice of rows: what
+ * bpf/unwind.bpf.h walks with.
  * Built once at start: libraries mapped later (dlopen) are not covered.
  */
 #ifndef D9_UNWIND_TABLES_H
