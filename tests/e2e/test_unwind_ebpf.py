@@ -4,6 +4,8 @@
 Builds without frame pointers (a plain `cargo build --release`, and the release build with line
 tables): the same demo sampled with --unwind ebpf and with --unwind dwarf. The demo's park
 points are few and its stacks repeat, so a correct ebpf stack is one the dwarf run also saw."""
+import json
+import os
 import tempfile
 
 from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_NOFP, DEMO_PLAIN, Demo, frame_names,
@@ -73,6 +75,26 @@ def ebpf_mode_copies_no_stack():
     _, meta = run(DEMO_PLAIN, "ebpf")
     assert meta["unwind"]["samples"] == 0, meta["unwind"]
     return f"{meta['unwind']['ebpf']}"
+
+
+@test
+def long_poll_stacks_are_whole():
+    """Ticks and scheduler switches inside long polls walk from the task's user registers:
+    without frame pointers bpf_get_stack loses everything above the leaf."""
+    d = Demo("--long-poll-tasks", "1", binary=DEMO_PLAIN, workers=2, mode="mix")
+    _cache["lp-demo"] = d
+    d.wait_seconds(2)
+    out = tempfile.mkdtemp(prefix="d9ebpf-lp-")
+    rc, _, err = run_tool("--pid", d.pid, "--duration", 6, "--output", out, "--unwind", "ebpf",
+                          "--long-poll-ms", 10, "--format", "jsonl")
+    assert rc == 0, err[-1500:]
+    with open(os.path.join(out, "long_polls.jsonl")) as f:
+        polls = [json.loads(line) for line in f]
+    whole = [p for p in polls if any("long_poll_task" in n for n in frame_names(p))]
+    assert len(polls) >= 10, f"{len(polls)} long polls"
+    assert len(whole) >= 0.9 * len(polls), f"{len(whole)}/{len(polls)} name the polled task"
+    depth = sum(len(p["stack"]) for p in polls) / len(polls)
+    return f"{len(whole)}/{len(polls)} long polls' stacks reach the task's future; {depth:.1f} frames"
 
 
 if __name__ == "__main__":
