@@ -152,6 +152,13 @@ static uint64_t rd_encoded(struct reader *r, uint8_t enc, bool apply)
 	return 0;
 }
 
+/* A factored offset. Wrapping, not overflowing, on garbage: state_row() rejects what does not
+ * fit a row. */
+static int64_t scaled(uint64_t v, int64_t factor)
+{
+	return (int64_t)(v * (uint64_t)factor);
+}
+
 static void skip_block(struct reader *r)
 {
 	uint64_t len = rd_uleb(r);
@@ -263,7 +270,7 @@ static bool run_extended(struct interp *in, struct reader *r, uint8_t op)
 		break;
 	case 0x05: /* offset_extended */
 		reg = rd_uleb(r);
-		set_rule(in, reg, R_OFFSET, (int64_t)rd_uleb(r) * da);
+		set_rule(in, reg, R_OFFSET, scaled(rd_uleb(r), da));
 		break;
 	case 0x06: /* restore_extended */
 		restore_rule(in, rd_uleb(r));
@@ -311,14 +318,14 @@ static bool run_extended(struct interp *in, struct reader *r, uint8_t op)
 		break;
 	case 0x11: /* offset_extended_sf */
 		reg = rd_uleb(r);
-		set_rule(in, reg, R_OFFSET, rd_sleb(r) * da);
+		set_rule(in, reg, R_OFFSET, scaled((uint64_t)rd_sleb(r), da));
 		break;
 	case 0x12: /* def_cfa_sf */
 		reg = rd_uleb(r);
-		def_cfa(in, (int64_t)reg, rd_sleb(r) * da);
+		def_cfa(in, (int64_t)reg, scaled((uint64_t)rd_sleb(r), da));
 		break;
 	case 0x13: /* def_cfa_offset_sf */
-		def_cfa(in, in->cur.cfa_reg, rd_sleb(r) * da);
+		def_cfa(in, in->cur.cfa_reg, scaled((uint64_t)rd_sleb(r), da));
 		break;
 	case 0x14: /* val_offset */
 	case 0x15: /* val_offset_sf */
@@ -331,7 +338,7 @@ static bool run_extended(struct interp *in, struct reader *r, uint8_t op)
 		break;
 	case 0x2f: /* GNU_negative_offset_extended */
 		reg = rd_uleb(r);
-		set_rule(in, reg, R_OFFSET, -(int64_t)rd_uleb(r) * da);
+		set_rule(in, reg, R_OFFSET, scaled(-rd_uleb(r), da));
 		break;
 	default:
 		return false;
@@ -351,8 +358,7 @@ static void run(struct interp *in, struct reader *r)
 			advance(in, op & 0x3f);
 			break;
 		case 0x80: /* offset */
-			set_rule(in, op & 0x3f, R_OFFSET,
-				 (int64_t)rd_uleb(r) * in->cie->data_align);
+			set_rule(in, op & 0x3f, R_OFFSET, scaled(rd_uleb(r), in->cie->data_align));
 			ok = !r->bad;
 			break;
 		case 0xc0: /* restore */
@@ -472,7 +478,8 @@ static bool same_rule(const struct d9_unwind_row *a, const struct d9_unwind_row 
 /* Sorted, the last row at each pc kept, and rows that change nothing dropped. */
 static int finish_rows(struct raw_rows *raw, struct unwind_rows *out)
 {
-	qsort(raw->v, raw->n, sizeof(*raw->v), cmp_raw);
+	if (raw->n)
+		qsort(raw->v, raw->n, sizeof(*raw->v), cmp_raw);
 	out->rows = malloc((raw->n ? raw->n : 1) * sizeof(*out->rows));
 	if (!out->rows)
 		return -ENOMEM;
@@ -511,20 +518,24 @@ static Elf_Scn *find_section(Elf *elf, const char *want, GElf_Shdr *shdr)
 
 int eh_frame_rows(Elf *elf, struct unwind_rows *out)
 {
-	struct raw_rows raw = {};
-	struct reader sec;
 	GElf_Shdr shdr;
 	Elf_Data *d;
 	Elf_Scn *scn = find_section(elf, ".eh_frame", &shdr);
-	int err;
 
 	if (!scn)
 		return -ENOENT;
 	d = elf_getdata(scn, NULL);
 	if (!d || !d->d_buf)
 		return -EINVAL;
-	sec = (struct reader){d->d_buf, d->d_buf, (const uint8_t *)d->d_buf + d->d_size,
-			      shdr.sh_addr, false};
+	return eh_frame_rows_mem(d->d_buf, d->d_size, shdr.sh_addr, out);
+}
+
+int eh_frame_rows_mem(const uint8_t *buf, size_t len, uint64_t vaddr, struct unwind_rows *out)
+{
+	struct reader sec = {buf, buf, buf + len, vaddr, false};
+	struct raw_rows raw = {};
+	int err;
+
 	while (sec.p < sec.end && !raw.err) {
 		uint64_t len = rd_u(&sec, 4);
 		const uint8_t *body = sec.p;

@@ -28,6 +28,9 @@ struct unwind_rows {
  */
 int eh_frame_rows(Elf *elf, struct unwind_rows *out);
 
+/* The same from the bytes of an .eh_frame loaded at vaddr. */
+int eh_frame_rows_mem(const uint8_t *buf, size_t len, uint64_t vaddr, struct unwind_rows *out);
+
 /* The row that holds at pc (the last one at or below it), or NULL. */
 const struct d9_unwind_row *unwind_rows_find(const struct d9_unwind_row *rows, size_t n,
 					     uint64_t pc);
