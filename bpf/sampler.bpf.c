@@ -368,6 +368,7 @@ static __always_inline bool current_pid_tid(__u32 *pid, __u32 *tid)
 	return true;
 }
 
+#include "unwind.bpf.h"
 #include "long_polls.bpf.h"
 
 static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
@@ -1158,6 +1159,23 @@ static __always_inline void capture_raw_stack(struct pt_regs *ctx, __u32 tid, bo
 		*(__u64 *)(raw->data + (sp & (D9_RAW_PAGE - 8))) = PT_REGS_IP(ctx);
 }
 
+/* The park point's stack unwound in BPF, starting where bpf_get_stack's chain does: at the
+ * caller's call site at a callee's entry or at a leaf's return, else at the probed pc. */
+static __always_inline __s32 park_unwind(struct pt_regs *ctx, __u64 *ips, bool at_callee,
+					 bool at_return)
+{
+	__u64 pc = PT_REGS_IP(ctx), sp = PT_REGS_SP(ctx);
+
+	if (at_callee) {
+		if (bpf_probe_read_user(&pc, sizeof(pc), (void *)sp))
+			return -14; /* -EFAULT, as bpf_get_stack would say */
+		sp += 8;
+	}
+	if (at_callee || at_return)
+		pc -= 1;
+	return ebpf_unwind_from(pc, sp, PT_REGS_FP(ctx), ips) * 8;
+}
+
 /* The stack of a selected poll at the park point that names it. at_callee: at the entry of a
  * function the park point calls; leaf_ip: at the return of the park point entered there, in
  * its caller. */
@@ -1183,14 +1201,19 @@ static __always_inline void capture_park(struct pt_regs *ctx, struct thread_stat
 		if (!sb)
 			return;
 	}
-	/* At a callee's entry the kernel puts the return address at [sp] after the entry's own
-	 * address (x86 perf_callchain_user at a uprobe on push %rbp): skipping one frame leaves
-	 * the caller on top. At a return the caller's return address is on top already. */
-	f->stack_bytes =
-	    bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK | (at_callee ? 1 : 0));
-	/* A return address on top: the call site is the instruction before it. */
-	if ((at_callee || at_return) && f->stack_bytes >= 8)
-		sb->ips[0] -= 1;
+	if (unwind_ebpf) {
+		f->stack_bytes = park_unwind(ctx, sb->ips, at_callee, at_return);
+	} else {
+		/* At a callee's entry the kernel puts the return address at [sp] after the entry's
+		 * own address (x86 perf_callchain_user at a uprobe on push %rbp): skipping one
+		 * frame leaves the caller on top. At a return the caller's return address is on
+		 * top already. */
+		f->stack_bytes = bpf_get_stack(ctx, sb->ips, sizeof(sb->ips),
+					       BPF_F_USER_STACK | (at_callee ? 1 : 0));
+		/* A return address on top: the call site is the instruction before it. */
+		if ((at_callee || at_return) && f->stack_bytes >= 8)
+			sb->ips[0] -= 1;
+	}
 	if (f->stack_bytes < 0)
 		count(D9_CNT_STACK_ERRORS);
 	f->park_point = park_point;

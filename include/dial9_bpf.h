@@ -389,7 +389,38 @@ enum d9_counter {
 	D9_CNT_CPU_TICKS,
 	D9_CNT_CPU_UNLEARNED,
 	D9_CNT_CPU_DROPS,
+	/* --unwind ebpf: how each walk ended (bpf/unwind.bpf.h). */
+	D9_CNT_EBPF_UNWIND_END,	      /* at the outermost frame (its return address undefined) */
+	D9_CNT_EBPF_UNWIND_UNCOVERED, /* at a pc no table row covers: the stack is truncated */
+	D9_CNT_EBPF_UNWIND_ERRORS,    /* a stack read failed or the walk made no progress */
+	D9_CNT_EBPF_UNWIND_DEPTH,     /* D9_MAX_STACK_DEPTH frames taken */
 	D9_CNT_MAX,
+};
+
+/* Unwind tables for --unwind ebpf (user/stacks/unwind_tables.c builds them from .eh_frame,
+ * bpf/unwind.bpf.h walks with them). A row holds from its pc to the next row's. */
+enum d9_unwind_cfa {
+	D9_UNW_NONE = 0, /* not covered: no CFI, or a rule the walker does not evaluate */
+	D9_UNW_RSP = 1,	 /* CFA = rsp + cfa_off */
+	D9_UNW_RBP = 2,	 /* CFA = rbp + cfa_off */
+	D9_UNW_END = 3,	 /* the outermost frame: its return address is undefined */
+};
+
+struct d9_unwind_row {
+	__u32 pc;      /* ELF virtual address in the module */
+	__s32 cfa_off; /* CFA = register + cfa_off; the return address is at CFA - 8 */
+	__s16 rbp_off; /* the caller's rbp is saved at CFA + rbp_off; 0: rbp is unchanged */
+	__u8 cfa;      /* enum d9_unwind_cfa */
+	__u8 pad;
+};
+
+/* One executable mapping of the target and its rows. */
+#define D9_UNWIND_MAX_MODULES 128 /* sorted by start: binary-searched */
+struct d9_unwind_module {
+	__u64 start, end; /* the mapping: [start, end) */
+	__u64 bias;	  /* runtime address - ELF virtual address */
+	__u32 first;	  /* index of its first row in the rows map */
+	__u32 count;	  /* its rows, sorted by pc */
 };
 
 #endif /* DIAL9_BPF_H */

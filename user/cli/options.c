@@ -25,6 +25,8 @@ static const char doc[] =
     "  sudo dial9-bpf --pid 1234 --format perf,folded\n"
     "  sudo dial9-bpf --pid 1234 --inline-stacks  # whole stacks in each\n"
     "                     # samples.jsonl line, for jq (no stacks.jsonl)\n"
+    "  sudo dial9-bpf --pid 1234 --unwind ebpf   # cheap whole stacks of a plain\n"
+    "                     # `cargo build --release` (no frame pointers)\n"
     "  sudo dial9-bpf --pid 1234 --overhead-budget 100  # every poll: costly\n"
     "  sudo dial9-bpf --cgroup system.slice/api.service -d 30 -o /tmp/svc\n"
     "                     # each Tokio process in it (and later ones) into\n"
@@ -132,7 +134,10 @@ static const struct argp_option argp_opts[] = {
      "attached in random windows to keep to it (default 1; 100 = probe every poll)",
      0},
     {"unwind", OPT_UNWIND, "MODE", 0,
-     "fp, dwarf or auto (default: dwarf unless the target keeps frame pointers)", 0},
+     "fp, dwarf, ebpf or auto (default: dwarf unless the target keeps frame pointers); "
+     "ebpf walks the stack in the kernel with tables built at start from .eh_frame: "
+     "whole stacks without frame pointers at a few us a sample",
+     0},
     {"stack-size", OPT_STACK_SIZE, "BYTES", 0,
      "User stack copied per sample for dwarf unwinding (default 16384, max 32768)", 0},
     {"format", OPT_FORMAT, "LIST", 0,
@@ -354,10 +359,12 @@ static error_t parse_output_arg(int key, char *arg, struct options *o)
 			o->unwind = D9_UNWIND_FP;
 		else if (!strcmp(arg, "dwarf"))
 			o->unwind = D9_UNWIND_DWARF;
+		else if (!strcmp(arg, "ebpf"))
+			o->unwind = D9_UNWIND_EBPF;
 		else if (!strcmp(arg, "auto"))
 			o->unwind = D9_UNWIND_AUTO;
 		else
-			bad_usage("invalid --unwind '%s': use fp, dwarf or auto", arg);
+			bad_usage("invalid --unwind '%s': use fp, dwarf, ebpf or auto", arg);
 		break;
 	case OPT_STACK_SIZE:
 		if (parse_u64(arg, &v) || v < 512 || v > 32768 || (v & 7))

@@ -46,7 +46,7 @@ struct options {
 	uint64_t cap_burst; /* token bucket size in samples; default 2 x hz */
 	bool seed_set;
 	uint64_t seed;
-	enum { D9_UNWIND_AUTO, D9_UNWIND_FP, D9_UNWIND_DWARF } unwind;
+	enum { D9_UNWIND_AUTO, D9_UNWIND_FP, D9_UNWIND_DWARF, D9_UNWIND_EBPF } unwind;
 	uint32_t stack_size;	/* bytes of user stack copied for DWARF unwinding */
 	double overhead_budget; /* percent of the target's CPU the probes may cost; 100 = always */
 	bool verbose;

@@ -11,6 +11,7 @@
 #include "task_types.h"
 #include "symbolize.h"
 #include "unwind_dwarf.h"
+#include "util_clock.h"
 #include "target.h"
 #include "util_hash.h"
 #include "util_proc.h"
@@ -316,9 +317,21 @@ static int handle_sample(struct collector *c, const struct d9_sample *s, size_t 
 	return 0;
 }
 
+static int handle_record(struct collector *c, void *data, size_t size);
+
+/* Timed: the loader's cost per sample (samples.loader_ns) is read beside the BPF side's. */
 int collector_handle(void *ctx, void *data, size_t size)
 {
 	struct collector *c = ctx;
+	uint64_t t0 = mono_ns();
+	int err = handle_record(c, data, size);
+
+	c->loader_ns += mono_ns() - t0;
+	return err;
+}
+
+static int handle_record(struct collector *c, void *data, size_t size)
+{
 	uint32_t type;
 
 	if (size < sizeof(type))
@@ -780,6 +793,8 @@ static void write_pending(struct collector *c, struct pending_sample **pp,
 
 void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 {
+	uint64_t t0 = mono_ns();
+
 	while (c->head) {
 		struct pending_sample *p = c->head;
 
@@ -791,6 +806,7 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 			break;
 		write_pending(c, &c->head, NULL);
 	}
+	c->loader_ns += mono_ns() - t0;
 }
 
 void collector_flush_before(struct collector *c, uint64_t epoch)

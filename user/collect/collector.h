@@ -109,6 +109,7 @@ struct collector {
 	/* Written into earlier output folders (--rotate), for the run's status and summary. */
 	uint64_t samples_earlier, with_stack_earlier;
 	uint64_t samples_written;
+	uint64_t loader_ns; /* handling records and writing samples: unwind, symbolize, write */
 	uint64_t samples_with_stack;
 	uint64_t samples_stack_errors;
 	uint64_t samples_task_id_ok;

@@ -47,6 +47,7 @@
 #include "task_types.h"
 #include "tokio_layout.h"
 #include "unwind_dwarf.h"
+#include "unwind_tables.h"
 #include "util_clock.h"
 #include "worker_tls.h"
 
@@ -321,6 +322,9 @@ static void configure_bpf(struct record *r)
 	skel->rodata->bucket_ns = o->cap_burst * (D9_NSEC_PER_SEC / o->per_worker_hz);
 	skel->rodata->seed = o->seed;
 	skel->rodata->raw_stack_bytes = o->unwind == D9_UNWIND_DWARF ? o->stack_size : 0;
+	skel->rodata->unwind_ebpf = o->unwind == D9_UNWIND_EBPF;
+	skel->rodata->unwind_nmodules = (uint32_t)r->utab.nmods;
+	unwind_tables_size_map(&r->utab, skel->maps.unwind_rows);
 	skel->rodata->rb_flags = BPF_RB_NO_WAKEUP;
 	if (!stat("/proc/self/ns/pid", &ns)) {
 		skel->rodata->pidns_dev = ns.st_dev;
@@ -359,6 +363,13 @@ static int setup_bpf(struct record *r)
 	}
 	if (o->unwind == D9_UNWIND_AUTO)
 		o->unwind = r->t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_DWARF;
+	if (o->unwind == D9_UNWIND_EBPF && (err = unwind_tables_build(o->pid, &r->utab))) {
+		fprintf(stderr,
+			"dial9-bpf: failed to build unwind tables from the target's .eh_frame: %s: "
+			"unwinding with dwarf instead\n",
+			strerror(-err));
+		o->unwind = D9_UNWIND_DWARF;
+	}
 	r->links.multi = attach_multi_supported();
 	configure_bpf(r);
 	err = sampler_bpf__load(r->skel);
@@ -369,6 +380,14 @@ static int setup_bpf(struct record *r)
 			strerror(-err));
 		return 1;
 	}
+	if (o->unwind == D9_UNWIND_EBPF &&
+	    (err = unwind_tables_fill(&r->utab, r->skel->maps.unwind_rows,
+				      r->skel->maps.unwind_modules))) {
+		fprintf(stderr, "dial9-bpf: failed to load the unwind tables: %s\n",
+			strerror(-err));
+		return 1;
+	}
+	r->run.unwind_tables = &r->utab;
 	park_outcome_load(r->skel, r->t);
 	return 0;
 }
@@ -759,6 +778,7 @@ static void record_free(struct record *r)
 		close(r->pidfd);
 	ring_buffer__free(r->rb);
 	unwinder_free(r->col.unw);
+	unwind_tables_free(&r->utab);
 	collector_free(&r->col);
 	cpu_samples_free(&r->cpu);
 	task_types_free(&r->types);

@@ -16,6 +16,7 @@
 #include "push.h"
 #include "rotate.h"
 #include "task_types.h"
+#include "unwind_tables.h"
 #include "worker_tls.h"
 #include "writer.h"
 
@@ -45,6 +46,7 @@ struct record {
 	struct arming arm;
 	struct run_summary run;
 	struct worker_tls wtls;
+	struct unwind_tables utab; /* --unwind ebpf */
 	struct ring_buffer *rb;
 	struct rb_slice slice;
 	struct symbolizer *sym;

@@ -25,6 +25,7 @@
 #include "task_types.h"
 #include "target.h"
 #include "unwind_dwarf.h"
+#include "unwind_tables.h"
 
 static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_POLLS] = "polls",
@@ -54,7 +55,28 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_CPU_TICKS] = "cpu_ticks_on_workers",
     [D9_CNT_CPU_UNLEARNED] = "cpu_samples_task_unknown",
     [D9_CNT_CPU_DROPS] = "cpu_sample_drops",
+    [D9_CNT_EBPF_UNWIND_END] = "ebpf_unwind_complete",
+    [D9_CNT_EBPF_UNWIND_UNCOVERED] = "ebpf_unwind_uncovered",
+    [D9_CNT_EBPF_UNWIND_ERRORS] = "ebpf_unwind_errors",
+    [D9_CNT_EBPF_UNWIND_DEPTH] = "ebpf_unwind_max_depth",
 };
+
+/* --unwind ebpf: the tables the BPF walker used, and how its walks ended. */
+static void write_unwind_tables(FILE *f, const struct options *o, const struct run_summary *r)
+{
+	const struct unwind_tables *u = r->unwind_tables;
+
+	if (o->unwind != D9_UNWIND_EBPF || !u)
+		return;
+	fprintf(f,
+		", \"ebpf\": {\"modules\": %zu, \"files\": %zu, \"rows\": %zu, "
+		"\"mappings_uncovered\": %zu, \"walks\": {\"complete\": %" PRIu64
+		", \"uncovered\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"max_depth\": %" PRIu64
+		"}}",
+		u->nmods, u->files, u->nrows, u->uncovered, r->counters[D9_CNT_EBPF_UNWIND_END],
+		r->counters[D9_CNT_EBPF_UNWIND_UNCOVERED], r->counters[D9_CNT_EBPF_UNWIND_ERRORS],
+		r->counters[D9_CNT_EBPF_UNWIND_DEPTH]);
+}
 
 /* The workers' detection method when they share one, else "mixed". */
 static const char *worker_detection(const struct collector *c)
@@ -387,13 +409,17 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		",\n  \"unwind\": {\"mode\": \"%s\", \"stack_size\": %u, "
 		"\"target_keeps_frame_pointers\": %s, \"samples\": %" PRIu64
 		", \"frames_fp\": %" PRIu64 ", \"frames_dwarf\": %" PRIu64 ", \"stops\": {",
-		o->unwind == D9_UNWIND_DWARF ? "dwarf" : "fp", o->stack_size,
-		t->keeps_frame_pointers ? "true" : "false", c->samples_dwarf, c->frames_fp,
-		c->frames_dwarf);
+		o->unwind == D9_UNWIND_DWARF  ? "dwarf"
+		: o->unwind == D9_UNWIND_EBPF ? "ebpf"
+					      : "fp",
+		o->stack_size, t->keeps_frame_pointers ? "true" : "false", c->samples_dwarf,
+		c->frames_fp, c->frames_dwarf);
 	for (int i = 0; i < UNWIND_STATS; i++)
 		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "",
 			unwind_stop_name((enum unwind_stop)i), c->unwind_stops[i]);
-	fputs("}}", f);
+	fputc('}', f);
+	write_unwind_tables(f, o, r);
+	fputc('}', f);
 	fprintf(f,
 		",\n  \"sampling_started_at_ns\": %" PRIu64 ", \"sampling_stopped_at_ns\": %" PRIu64
 		", \"started_realtime_ns\": %" PRIu64 ",\n  \"stop_reason\": ",
@@ -437,9 +463,9 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	fprintf(f,
 		"},\n  \"samples\": {\"written\": %" PRIu64 ", \"with_stack\": %" PRIu64
 		", \"stack_errors\": %" PRIu64 ", \"task_id_ok\": %" PRIu64
-		", \"layout\": \"%s\"},\n",
+		", \"loader_ns\": %" PRIu64 ", \"layout\": \"%s\"},\n",
 		c->samples_written, c->samples_with_stack, c->samples_stack_errors,
-		c->samples_task_id_ok,
+		c->samples_task_id_ok, c->loader_ns,
 		!(o->formats & D9_FMT_JSONL) ? "none"
 		: o->inline_stacks	     ? "inline"
 					     : "stack_table");

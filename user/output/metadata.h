@@ -40,6 +40,8 @@ struct run_summary {
 	double tool_cpu_s0;
 	const struct push_stats *push; /* --push, or NULL */
 	const struct cpu_samples *cpu_samples; /* or NULL */
+	/* --unwind ebpf's tables, or NULL */
+	const struct unwind_tables *unwind_tables;
 };
 
 /* Whether epoch belongs to the run summary's part of the run. */

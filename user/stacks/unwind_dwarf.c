@@ -213,7 +213,7 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 /* ---- Module reporting ---- */
 
 /* The kernel's vDSO, the same image in every x86-64 process: report our own copy. */
-static int vdso_memfd(void)
+int vdso_memfd(void)
 {
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
 	const Elf64_Phdr *ph;

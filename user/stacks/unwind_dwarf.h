@@ -105,4 +105,8 @@ unsigned int unwinder_generation(const struct unwinder *u);
 
 const char *unwind_stop_name(enum unwind_stop stop);
 
+/* The kernel's vDSO image (the same in every x86-64 process: this one's) in a memfd, for
+ * libelf; or a negative errno. */
+int vdso_memfd(void);
+
 #endif /* D9_UNWIND_DWARF_H */
