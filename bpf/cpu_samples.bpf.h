@@ -4,8 +4,9 @@
  * period of cpu_period_ns) whose every tick on a target worker thread becomes a D9_REC_SAMPLE
  * flagged D9_SF_CPU: the worker, the task being polled then (Tokio's current_task_id, read as
  * the long polls read it, long_polls.bpf.h; 0 = none, the scheduler) and the user stack (frame
- * pointers, and for --unwind dwarf the registers and stack copy park samples send, through a
- * per-CPU slot so that a park sample's copy in raw_stacks is left alone). A thread gets
+ * pointers; walked from .eh_frame tables for --unwind ebpf; for --unwind dwarf the registers
+ * and stack copy park samples send, through a per-CPU slot so that a park sample's copy in
+ * raw_stacks is left alone). A thread gets
  * ticks in proportion to its time on the CPU, so each sample stands for one period of it:
  * every tick is kept, no inclusion probability. Included by sampler.bpf.c (its maps).
  */
@@ -89,7 +90,9 @@ int cpu_tick(struct bpf_perf_event_data *ctx)
 	s->also_pending = 0;
 	s->leaf_ip = 0;
 	s->runtime = 0;
-	s->stack_bytes = bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
+	s->stack_bytes = unwind_ebpf
+			     ? ebpf_unwind_user(s->stack)
+			     : bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
 	bpf_ringbuf_submit(s, rb_flags);
 	return 0;
 }
