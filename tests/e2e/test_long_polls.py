@@ -8,10 +8,12 @@ With --long-poll-tasks the demo's spinning task holds its worker ~20 ms on the C
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 
-from harness import DEMO_FP, ROOT, Demo, frame_names, read_metadata, run_all, run_tool, test
+from harness import (DEMO_FP, ROOT, TOOL, Demo, frame_names, read_metadata, run_all, run_tool,
+                     test)
 
 TRUTH = {"spin": (20e6, 250e6), "sleep": (15e6, 400e6)}
 
@@ -97,6 +99,13 @@ def check_blocked(binary, fp=True):
     assert len(false) <= 0.05 * max(len(found), 1), \
         f"{len(false)}/{len(found)} long polls match no true one: {false[:2]}"
     spin = check_spins(truth, found, learned, t1, fp) if lp["on_cpu"] == "ticking" else "off"
+    p = subprocess.run([TOOL, "report", out], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and f"{len(found)} polls held a worker" in p.stdout, p.stdout[-800:]
+    top = p.stdout.split("Longest polls", 1)[1].split("\n\n", 1)[0]
+    # The longest name what they did, spinning or sleeping, and with frame pointers the task
+    # (without, a tick inside the spin gives its leaf only, and the future goes unnamed).
+    did = any(f in top for f in ("long_spin_work", "long_sleep_work", "spin_mix"))
+    assert did and ("long_poll_task" in top or not fp), top[:800]
     return (f"sleep {len(got)}/{len(after)} after learning ({len(sleeps)} in the run, "
             f"learned after {(learned - t0) / 1e6:.0f} ms, word {lp['id_word']}"
             f"{' tagged' if lp['id_tagged'] else ''}), median duration error {err_:+.1%}, "

@@ -60,6 +60,7 @@ void report_free(struct report *r)
 	free(r->draws);
 	free(r->buf);
 	rpt_table_free(r);
+	rpt_long_polls_free(r);
 	json_tokener_free(r->tok);
 	free(r);
 }
@@ -188,6 +189,13 @@ int rpt_run(const char *dir)
 	if (!load_metadata(r, meta) &&
 	    (strcmp(r->samples_layout, "stack_table") || !load_stacks(r, dir)) &&
 	    !load_samples(r, samples)) {
+		int lp = rpt_read_long_polls(r, dir);
+
+		if (lp)
+			fprintf(stderr,
+				"dial9-bpf: warning: %s/long_polls.jsonl: unreadable: %s: the "
+				"report leaves long polls out\n",
+				dir, strerror(-lp));
 		report_print(r, dir, stdout);
 		if (fflush(stdout) || ferror(stdout))
 			fprintf(stderr, "dial9-bpf: failed to write the report: %s\n",

@@ -17,6 +17,7 @@
 #define REPORT_MAX_KEY_BYTES (64u << 20)
 #define REPORT_SHOWN_FRAMES 3
 #define REPORT_TOP_STACKS 10
+#define REPORT_TOP_LONG_POLLS 10
 #define KEY_NAME_MAX 512 /* bytes of one frame name kept in a stack key */
 #define PARK_NAME_MAX 64 /* park point names are short identifiers */
 #define SHOW_COLUMNS 110 /* frame names are cut to this on output */
@@ -81,6 +82,15 @@ struct type_sum {
 };
 
 /* On-CPU samples by future: estimated CPU time (sum of weight_cpu_ns). */
+/* One of the longest polls of long_polls.jsonl. */
+struct long_poll_top {
+	double duration_ns, on_cpu_ns, blocked_ns;
+	int64_t worker;
+	bool lower_bound;
+	char *future; /* NULL: unknown */
+	char *frames; /* the innermost frames outside the runtime, " <- " between them */
+};
+
 struct cpu_sum {
 	char *future; /* or "scheduler/idle", "(unknown)" */
 	uint64_t samples;
@@ -149,6 +159,11 @@ struct report {
 	/* On-CPU samples (kind "cpu"): kept apart from the park samples' estimates. */
 	struct cpu_sum *cpu;
 	size_t ncpu;
+	/* long_polls.jsonl, when the run wrote it */
+	bool have_long_polls;
+	uint64_t long_polls_total, long_polls_bad;
+	struct long_poll_top long_polls_top[REPORT_TOP_LONG_POLLS];
+	size_t nlong_polls_top;
 	uint64_t cpu_samples;
 	double cpu_total_ns;
 
@@ -205,6 +220,14 @@ json_object *rpt_load_json(const char *path, const char *fix);
 struct worker_sum *rpt_find_worker(struct report *r, int64_t index);
 /* The sums of FUTURE's task type (NULL future: its own row); past MAX_TYPES, one "other" row. */
 struct type_sum *rpt_type_get(struct report *r, const char *future);
+/* Whether a demangled frame name is the runtime's (tokio, std, core, alloc), not the program's. */
+bool rpt_runtime_frame(const char *name);
+/* Writes s, at most max bytes, with control characters escaped. */
+void rpt_put_clean(FILE *out, const char *s, size_t max);
+/* Reads DIR/long_polls.jsonl's longest polls, if the run wrote it; 0 or a negative errno. */
+int rpt_read_long_polls(struct report *r, const char *dir);
+void rpt_print_long_polls(const struct report *r, FILE *out);
+void rpt_long_polls_free(struct report *r);
 /* Adds one parsed samples.jsonl object to the totals: 0, or -1 with the message in e. */
 int rpt_take_sample(struct report *r, json_object *obj, struct perr *e);
 void rpt_copy_str(char *dst, size_t n, const char *src);

@@ -41,7 +41,7 @@ void rpt_copy_str(char *dst, size_t n, const char *src)
 
 /* Prints untrusted text: control characters (C0, DEL, C1) become '?', and at most max bytes
  * are shown, cut at a character boundary. */
-static void put_clean(FILE *out, const char *s, size_t max)
+void rpt_put_clean(FILE *out, const char *s, size_t max)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t len = strlen(s), n = len > max ? max : len;
@@ -88,7 +88,7 @@ static void print_run(const struct report *r, const char *dir, FILE *out)
 	struct tm tm;
 
 	fputs("dial9-bpf report of ", out);
-	put_clean(out, dir, 4096);
+	rpt_put_clean(out, dir, 4096);
 	if (r->realtime_ns && gmtime_r(&secs, &tm))
 		strftime(when, sizeof(when), ", started %Y-%m-%d %H:%M:%S UTC", &tm);
 	fprintf(out,
@@ -114,14 +114,14 @@ static void print_stack_frames(const struct stack_ent *s, FILE *out)
 	const char *p = s->key + 1, *end = s->key + s->keylen;
 
 	fputs("at ", out);
-	put_clean(out, p, PARK_NAME_MAX);
+	rpt_put_clean(out, p, PARK_NAME_MAX);
 	fputc('\n', out);
 	p += strlen(p) + 1;
 	if (s->key[0] == TAG_LEAF)
 		fputs("        (only runtime frames; the innermost:)\n", out);
 	for (; p < end; p += strlen(p) + 1) {
 		fputs("        ", out);
-		put_clean(out, p, SHOW_COLUMNS);
+		rpt_put_clean(out, p, SHOW_COLUMNS);
 		fputc('\n', out);
 	}
 }
@@ -280,7 +280,7 @@ static void print_type_row(const struct report *r, const struct type_sum *t, con
 		put_half_width(out, half_width(r, of_type, id));
 	}
 	fprintf(out, "  %11.3f  %7" PRIu64 "  ", t->idle_ns / 1e9, t->samples);
-	put_clean(out, name, 160);
+	rpt_put_clean(out, name, 160);
 	fputc('\n', out);
 }
 
@@ -348,7 +348,7 @@ static void print_cpu_tasks(const struct report *r, FILE *out)
 	for (size_t i = 0; i < n; i++) {
 		fprintf(out, "  %5.1f%%  %11.3f  %7" PRIu64 "  ", pct(v[i]->ns, r->cpu_total_ns),
 			v[i]->ns / 1e9, v[i]->samples);
-		put_clean(out, v[i]->future, 160);
+		rpt_put_clean(out, v[i]->future, 160);
 		fputc('\n', out);
 	}
 	free(v);
@@ -457,6 +457,7 @@ void report_print(const struct report *r, const char *dir, FILE *out)
 	print_stacks(r, out);
 	print_types(r, out);
 	print_cpu_tasks(r, out);
+	rpt_print_long_polls(r, out);
 	if (r->have_meta) {
 		print_workers(r, out);
 		print_counters(r, out);

@@ -53,7 +53,7 @@ static bool runtime_path(const char *s, size_t len)
  * and the runtime's when T is the runtime's, or a bare generic ("<&mut F as Future>::poll")
  * behind a runtime trait.
  */
-static bool runtime_frame(const char *name)
+bool rpt_runtime_frame(const char *name)
 {
 	const char *self, *as = NULL;
 	int depth = 0;
@@ -129,7 +129,7 @@ static long build_key(struct report *r, json_object *stack, const char *park, in
 			continue;
 		if (!leaf_name)
 			leaf_name = name;
-		if (shown < REPORT_SHOWN_FRAMES && !runtime_frame(name) &&
+		if (shown < REPORT_SHOWN_FRAMES && !rpt_runtime_frame(name) &&
 		    !c_runtime_module(module)) {
 			at = key_put(r->key, at, name, KEY_NAME_MAX);
 			shown++;
