@@ -21,10 +21,12 @@ int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint6
 {
 	size_t i = t->n, stop = t->n > RECENT ? t->n - RECENT : 0;
 
-	/* Always armed: every sample is a draw of its own. */
-	while (window && i-- > stop)
+	while (i-- > stop)
 		if (same_cell(&t->cells[i], epoch, future, window)) {
 			t->cells[i].z += w;
+			/* Always armed: every sample is a draw of its own. */
+			t->cells[i].sq += window ? 0 : w * w;
+			t->cells[i].draws++;
 			return 0;
 		}
 	if (t->n == t->cap) {
@@ -36,7 +38,7 @@ int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint6
 		t->cells = c;
 		t->cap = cap;
 	}
-	t->cells[t->n++] = (struct est_cell){epoch, future, window, w};
+	t->cells[t->n++] = (struct est_cell){epoch, future, window, w, window ? 0 : w * w, 1};
 	return 0;
 }
 
@@ -68,9 +70,10 @@ void est_terms_write_json(const struct est_terms *t, FILE *f)
 		double sum = 0, sq = 0;
 		size_t n = 0;
 
-		for (; i < t->n && !by_epoch_future(&v[i], g); i++, n++) {
+		for (; i < t->n && !by_epoch_future(&v[i], g); i++) {
 			sum += v[i].z;
-			sq += v[i].z * v[i].z;
+			sq += v[i].window ? v[i].z * v[i].z : v[i].sq;
+			n += v[i].window ? 1 : v[i].draws;
 		}
 		fprintf(f, "%s\n    {\"epoch\": %" PRIu64 ", \"future\": ", groups++ ? "," : "",
 			g->epoch);

@@ -16,8 +16,12 @@
 struct est_cell {
 	uint64_t epoch;
 	const char *future; /* owned by the task types; NULL: no task type */
-	uint64_t window;    /* 0: drawn always armed, a unit of its own */
+	uint64_t window;    /* 0: drawn always armed, each weight a unit of its own */
 	double z;
+	/* Window 0 only: the units' squares and count, so that an always-armed flood of
+	 * samples keeps one cell per epoch and type, not one per sample. */
+	double sq;
+	uint64_t draws;
 };
 
 struct est_terms {
