@@ -59,7 +59,7 @@ struct {
 	__type(value, struct d9_long_poll);
 } lp_zero SEC(".maps");
 
-/* The user stack at the latest tick of a thread's run (lp_tick). */
+/* The user stack at one tick of a thread's run, drawn as lp_tick says. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
@@ -366,8 +366,11 @@ int lp_tick(void *ctx)
 	if (r && task_id && r->task_id == task_id && r->hash == hash) {
 		r->last_ns = now;
 		r->ticks++;
-		/* The stack of the latest tick inside the run: what the poll is doing. */
-		r->stack_bytes = lp_take_stack(ctx, tid);
+		/* What the poll is doing: the stack of one of its ticks after the first, each as
+		 * likely (kept with chance 1/k at the k-th), so the poll's own work rather than the
+		 * code that runs as it returns, and in proportion to where its time goes. */
+		if (bpf_get_prandom_u32() % (r->ticks - 1) == 0)
+			r->stack_bytes = lp_take_stack(ctx, tid);
 		return 0;
 	}
 	if (r)
