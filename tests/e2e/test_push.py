@@ -106,10 +106,9 @@ def decode(req, outdir):
         fh.write(parts["profile"])
     text = pprof_raw(f)
     samples = text.split("Samples:\n", 1)[1].split("Locations", 1)[0]
-    totals = [0, 0]
-    for m in re.finditer(r"^\s+(\d+)\s+(\d+):", samples, re.M):
-        totals[0] += int(m.group(1))
-        totals[1] += int(m.group(2))
+    totals = [0, 0, 0]
+    for m in re.finditer(r"^\s+(\d+)\s+(\d+)\s+(\d+):", samples, re.M):
+        totals = [t + int(v) for t, v in zip(totals, m.groups())]
     types, labels = samples.splitlines()[0], set(re.findall(r"(\w+):\[", samples))
     return q, json.loads(parts["sample_type_config"]), types, totals, labels
 
@@ -150,7 +149,7 @@ def pushes_every_interval_labelled_and_adding_up():
     rec = Receiver()
     try:
         out, rc, err = run_push(rec, extra=("--label", "env=test", "--push-header",
-                                            "X-Scope-OrgID: tenant-a"))
+                                            "X-Scope-OrgID: tenant-a", "--cpu-hz", "19"))
     finally:
         rec.close()
     assert rc == 0, err[-1500:]
@@ -158,13 +157,14 @@ def pushes_every_interval_labelled_and_adding_up():
     qs = check_in_order(rec.requests, meta)
     d = demo()
     want_name = f"demo-fp{{host={socket.gethostname()},pid={d.pid},env=test}}"
-    got_pprof = [0, 0]
+    got_pprof = [0, 0, 0]
     for req, q in zip(rec.requests, qs):
         assert q["name"] == want_name and q["format"] == "pprof", q
         assert req[1].get("X-Scope-OrgID") == "tenant-a", req[1]
         _, stc, types, totals, labels = decode(req, out)
-        assert set(stc) == {"resumes", "idle"}, stc
-        assert re.fullmatch(r"resumes/count(\[dflt\])? idle/nanoseconds", types), types
+        assert set(stc) == {"resumes", "idle", "cpu"}, stc
+        assert re.fullmatch(r"resumes/count(\[dflt\])? idle/nanoseconds cpu/nanoseconds",
+                            types), types
         assert labels <= {"worker"}, f"series-splitting labels pushed: {labels}"
         got_pprof = [a + b for a, b in zip(got_pprof, totals)]
     # Every interval but the first and last is a whole --push-interval, pushed about once per
@@ -175,9 +175,11 @@ def pushes_every_interval_labelled_and_adding_up():
     arrivals = [r[3] for r in rec.requests[:-2]]
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
     assert all(0.5 * EVERY < g < 2 * EVERY for g in gaps[1:]), gaps
-    samples = read_samples(out)
-    want = [sum(s["weight_count"] for s in samples), sum(s["weight_idle_ns"] for s in samples)]
-    assert got_pprof == want and want[0] > 0, f"pushed {got_pprof} != samples.jsonl {want}"
+    samples = read_samples(out, kind=None)
+    want = [sum(s["weight_count"] for s in samples), sum(s["weight_idle_ns"] for s in samples),
+            sum(s["weight_cpu_ns"] for s in samples)]
+    assert got_pprof == want and want[0] > 0 and want[2] > 0, \
+        f"pushed {got_pprof} != samples.jsonl {want}"
     assert meta["push"]["samples"] == len(samples), (meta["push"]["samples"], len(samples))
     return f"{len(qs)} intervals, {len(samples)} samples, resumes {want[0]} pushed and local"
 
@@ -199,7 +201,7 @@ def receiver_down_then_up_loses_nothing():
     assert p["retries"] >= 1 and p["spooled"] >= 1 and p["sent_from_spool"] >= 1, p
     assert p["spool_pending"] == 0 and p["dropped_spool_full"] == 0, p
     assert "retrying with backoff" in err, err[-800:]
-    samples = read_samples(out)
+    samples = read_samples(out, kind=None)
     pushed = sum(decode(r, out)[3][0] for r in rec.requests)
     assert pushed == sum(s["weight_count"] for s in samples), "weights lost in the outage"
     return f"{p['intervals']} intervals, {p['spooled']} spooled, all sent in order"
