@@ -65,12 +65,13 @@ def check_complete(folder):
     Returns (metadata, samples)."""
     have = set(os.listdir(folder))
     meta = read_metadata(folder)
-    samples = read_samples(folder)
-    want = set(FILES) | ({"perf-tasks.elf"} if samples else set())
+    every = read_samples(folder, kind=None)  # on-CPU samples too: metadata counts them
+    samples = [s for s in every if s.get("kind", "park") == "park"]
+    want = set(FILES) | ({"perf-tasks.elf"} if every else set())
     assert want <= have, f"{folder}: missing {sorted(want - have)}"
     assert not [n for n in have if n.endswith(".tmp")], f"{folder}: {sorted(have)}"
-    assert meta["samples"]["written"] == len(samples), \
-        f"{folder}: metadata says {meta['samples']['written']}, {len(samples)} lines"
+    assert meta["samples"]["written"] == len(every), \
+        f"{folder}: metadata says {meta['samples']['written']}, {len(every)} lines"
     rot = meta["rotation"]
     lo, hi = rot["first_epoch"], rot["end_epoch"]
     for s in samples:
@@ -88,7 +89,7 @@ def check_complete(folder):
             f"{folder}: resume counts of epoch {c['epoch']} outside [{lo}, {hi})"
     p = subprocess.run([TOOL, "report", folder], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, f"report {folder} exited {p.returncode}: {p.stderr[-800:]}"
-    assert f"{len(samples)} written" in p.stdout, p.stdout[-800:]
+    assert f"{len(every)} written" in p.stdout, p.stdout[-800:]
     return meta, samples
 
 
