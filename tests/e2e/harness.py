@@ -194,9 +194,6 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
     # Park samples only unless asked: on-CPU samples have tests of their own (test_oncpu.py).
     if "--cpu-hz" not in args and args and args[0] != "report" and _tool_has("--cpu-hz"):
         args += ["--cpu-hz", "0"]
-    # Likewise long polls (test_long_polls.py).
-    if "--long-poll-ms" not in args and args and args[0] != "report":
-        args += ["--long-poll-ms", "0"]
     cmd = [TOOL, *args]
     if user:
         cmd = ["setpriv", "--reuid", str(user), "--regid", str(user), "--clear-groups",
