@@ -106,6 +106,7 @@ struct collector {
 	struct est_terms terms;	  /* the estimates' variance terms, for metadata */
 	struct est_terms counted; /* the same of the in-window resume counts (resume_counts.c) */
 	uint64_t counts_drained;  /* resume_counts entries read */
+	uint64_t counts_before;	  /* the epochs before this one are drained */
 	/* Written into earlier output folders (--rotate), for the run's status and summary. */
 	uint64_t samples_earlier, with_stack_earlier;
 	uint64_t samples_written;
