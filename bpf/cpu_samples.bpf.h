@@ -90,9 +90,7 @@ int cpu_tick(struct bpf_perf_event_data *ctx)
 	s->also_pending = 0;
 	s->leaf_ip = 0;
 	s->runtime = 0;
-	s->stack_bytes = unwind_ebpf
-			     ? ebpf_unwind_user(s->stack)
-			     : bpf_get_stack(ctx, s->stack, sizeof(s->stack), BPF_F_USER_STACK);
+	s->stack_bytes = user_stack_from_kernel(ctx, s->stack);
 	bpf_ringbuf_submit(s, rb_flags);
 	return 0;
 }

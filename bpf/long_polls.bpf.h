@@ -169,9 +169,7 @@ static __always_inline void lp_switch_out(void *ctx, __u64 now)
 	b->worker = worker;
 	b->task_id = task_id;
 	b->out_ns = now;
-	b->stack_bytes = unwind_ebpf
-			     ? ebpf_unwind_user(b->stack)
-			     : bpf_get_stack(ctx, b->stack, sizeof(b->stack), BPF_F_USER_STACK);
+	b->stack_bytes = user_stack_from_kernel(ctx, b->stack);
 }
 
 static __always_inline void lp_switch_in(struct task_struct___d9lp *next, __u64 now)
@@ -340,9 +338,7 @@ static __always_inline __s32 lp_take_stack(void *ctx, __u32 tid)
 		if (!sb)
 			return 0;
 	}
-	if (unwind_ebpf)
-		return ebpf_unwind_user(sb->ips);
-	return bpf_get_stack(ctx, sb->ips, sizeof(sb->ips), BPF_F_USER_STACK);
+	return user_stack_from_kernel(ctx, sb->ips);
 }
 
 SEC("perf_event")

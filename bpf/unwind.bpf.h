@@ -193,4 +193,13 @@ static __always_inline __s32 ebpf_unwind_user(__u64 *ips)
 	       8;
 }
 
+/* The user stack of the current task from a kernel event, in bytes of ips (127 entries): the
+ * BPF walk under --unwind ebpf, else the frame-pointer walk of bpf_get_stack. */
+static __always_inline __s32 user_stack_from_kernel(void *ctx, __u64 *ips)
+{
+	if (unwind_ebpf)
+		return ebpf_unwind_user(ips);
+	return bpf_get_stack(ctx, ips, D9_MAX_STACK_DEPTH * sizeof(__u64), BPF_F_USER_STACK);
+}
+
 #endif /* D9_UNWIND_BPF_H */

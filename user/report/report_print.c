@@ -196,6 +196,16 @@ static double t975(size_t df)
 	return df <= sizeof(t) / sizeof(t[0]) ? t[df - 1] : 1.96 + 2.4 / (double)df;
 }
 
+/* The 95% half width of a total over m windows drawn, from the total and the sum of the
+ * windows' squared totals: Var = m / (m - 1) x (sq - total^2 / m), times t(m - 1). */
+static double cluster_half_width(size_t m, double total, double sq)
+{
+	if (m < 2)
+		return NAN;
+	return t975(m - 1) *
+	       sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)));
+}
+
 /*
  * Half the width of the 95% interval of an estimated total (the draws for which in() holds):
  * the drawn units are the windows, so with z_c the estimate from window c and m windows,
@@ -227,10 +237,7 @@ static double half_width(const struct report *r, bool (*in)(const struct draw *,
 	sq += z * z;
 	if (r->windows + solo > m)
 		m = r->windows + solo;
-	if (m < 2)
-		return NAN;
-	return t975(m - 1) *
-	       sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)));
+	return cluster_half_width(m, total, sq);
 }
 
 static bool of_stack(const struct draw *d, uint32_t stack)
@@ -258,12 +265,7 @@ static int by_type_count(const void *a, const void *b)
  * 0). */
 static double counted_half_width(const struct report *r, const struct type_sum *t)
 {
-	double m = (double)r->windows;
-
-	if (r->windows < 2)
-		return NAN;
-	return t975(r->windows - 1) *
-	       sqrt(fmax(0, m / (m - 1) * (t->counted_sq - t->counted * t->counted / m)));
+	return cluster_half_width(r->windows, t->counted, t->counted_sq);
 }
 
 static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
