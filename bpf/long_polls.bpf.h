@@ -244,19 +244,18 @@ struct {
 
 #define LP_TARGET_WORDS (D9_LP_CORE_WORDS - 16)
 
-/* FNV-1a over words [from, to) of the scratch. */
-static __always_inline __u64 lp_hash_words(const struct lp_core *c, __u64 h, int from, int to)
+/* FNV-1a over the scratch's first n words. */
+static __always_inline __u64 lp_hash_words(const struct lp_core *c, __u64 h, __u32 n)
 {
-	for (int i = 0; i < D9_LP_CORE_WORDS; i++)
-		if (i >= from && i < to)
-			h = (h ^ c->w[i]) * 0x100000001b3ULL;
+	for (__u32 i = 0; i < LP_TARGET_WORDS && i < n; i++)
+		h = (h ^ c->w[i]) * 0x100000001b3ULL;
 	return h;
 }
 
 /* A hash of what the current worker's scheduler context's heap words point to (the first
  * words of each; the context's own words are on the stack, among other frames' locals); 0
- * when it cannot be read. The context sits in the scratch's last 16 words, each target in
- * the ones before. */
+ * when it cannot be read. Only the words in lp_heap_words are read, and of each object only
+ * its own words: this runs at most ticks, so every read it skips counts. */
 static __always_inline __u64 lp_core_hash(void)
 {
 	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
@@ -268,23 +267,25 @@ static __always_inline __u64 lp_core_hash(void)
 		return 0;
 	ctx = BPF_CORE_READ(task, thread.fsbase) + lp_sched_off + sw * 8;
 	c = bpf_map_lookup_elem(&lp_core_scratch, &zero);
-	if (!c || bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx) || !ctx ||
-	    bpf_probe_read_user(&c->w[LP_TARGET_WORDS], 16 * 8, (void *)ctx))
+	if (!c || bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx) || !ctx)
 		return 0;
 	for (int w = 0; w < 16; w++) {
+		__u64 p = 0, chunk = 0;
+		__u32 n = 8;
+
 		if (!(mask & (1u << w)))
 			continue;
-		__u64 p = c->w[LP_TARGET_WORDS + w], chunk = 0;
-		int n = 8;
-
+		if (bpf_probe_read_user(&p, sizeof(p), (void *)(ctx + w * 8)))
+			return 0;
 		/* Only the object itself: the heap beyond it changes with everything else. glibc's
 		 * malloc keeps the chunk size in the word before the object. */
 		if (!bpf_probe_read_user(&chunk, sizeof(chunk), (void *)(p - 8)) &&
 		    (chunk & ~7ULL) >= 32 && (chunk & ~7ULL) <= (LP_TARGET_WORDS + 1) * 8)
-			n = (int)((chunk & ~7ULL) / 8) - 1;
-		if (bpf_probe_read_user(c, LP_TARGET_WORDS * 8, (void *)p))
+			n = (__u32)((chunk & ~7ULL) / 8) - 1;
+		/* The mask keeps the size inside the scratch for the verifier; n <= 47 already. */
+		if (bpf_probe_read_user(c, (n & (D9_LP_CORE_WORDS - 1)) * 8, (void *)p))
 			return 0;
-		h = lp_hash_words(c, h, 0, n);
+		h = lp_hash_words(c, h, n);
 	}
 	return h | 1;
 }

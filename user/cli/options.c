@@ -120,8 +120,8 @@ static const struct argp_option argp_opts[] = {
      0},
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
     {"long-poll-ms", OPT_LONG_POLL_MS, "MS", 0,
-     "Write every poll that holds its worker MS or more to long_polls.jsonl, e.g. 10 "
-     "(default 0: off; costs ~0.5-1.5% of a busy target's CPU, counted in the budget)",
+     "Write every poll that holds its worker MS or more to long_polls.jsonl (default 10; "
+     "0: off; a 1000 Hz clock tick and a scheduler hook, counted in the budget)",
      0},
     {"cpu-hz", OPT_CPU_HZ, "N", 0,
      "On-CPU samples: clock ticks per second on each CPU, each tick on a worker a sample of "
@@ -566,9 +566,10 @@ int options_parse(int argc, char **argv, struct options *o)
 		return 0;
 	}
 	o->per_worker_hz = 10;
-	/* Off unless asked: its clock tick and scheduler hook cost every second, windows or not
-	 * (docs/design.md, "Long polls"). */
-	o->long_poll_ms = 0;
+	/* Its clock tick and scheduler hook cost every second, windows or not, about 0.1% of a
+	 * busy CPU (bench/RESULTS.md, "The defaults"): cheap enough that no blocking poll is
+	 * missed by default. */
+	o->long_poll_ms = D9_DEFAULT_LONG_POLL_MS;
 	o->cpu_hz = D9_DEFAULT_CPU_HZ;
 	o->stack_size = 16384;
 	/* A busy worker polls 100k+ times a second and every probe hit costs ~1 us: probing

@@ -84,6 +84,8 @@ struct options {
 /* On-CPU samples by default: ~20 a second per busy worker, each ~20 us in fp mode and ~250 us
  * with DWARF unwinding (bench/RESULTS.md): under 0.5% of a worker's CPU either way. */
 #define D9_DEFAULT_CPU_HZ 19
+/* Long polls by default: what blocks a worker for 10 ms is what users ask for first. */
+#define D9_DEFAULT_LONG_POLL_MS 10
 
 /*
  * Parses argv over defaults taken from DIAL9_TASK_SAMPLING_ENABLED and
