@@ -41,14 +41,14 @@ def run(unwind):
 
 
 @test
-def auto_picks_dwarf_for_release_build():
+def auto_picks_ebpf_for_release_build():
     d = _cache.get("demo") or Demo(binary=DEMO_NOFP)
     _cache["demo"] = d
     out = tempfile.mkdtemp(prefix="d9unw-auto-")
     rc, _, err = run_tool("--pid", d.pid, "--duration", 2, "--output", out, "--format", "jsonl")
     assert rc == 0, err[-1500:]
     unw = read_metadata(out)["unwind"]
-    assert unw["mode"] == "dwarf" and not unw["target_keeps_frame_pointers"], unw
+    assert unw["mode"] == "ebpf" and not unw["target_keeps_frame_pointers"], unw
     return str(unw)
 
 

@@ -2,7 +2,7 @@
 """perf.data in dwarf mode: perf's own DWARF unwinding of the raw stacks dial9-bpf copied.
 
 build/demo-nofp has no frame pointers, so dial9-bpf copies registers and the top of the user
-stack at park points (--unwind auto picks dwarf), and perf.data gets a third event,
+stack at park points (--unwind dwarf), and perf.data gets a third event,
 task-sample-raw, whose records carry PERF_SAMPLE_REGS_USER/STACK_USER and no callchain: perf
 script and perf report unwind them themselves (see the comment at the top of
 user/output/perf_writer.c). One ~5 s recording with --format jsonl,perf is shared by the tests;
@@ -95,7 +95,8 @@ def recording():
         dm.wait_seconds(1)
         out = tmpdir("d9dwarf-out-")
         rc, _, err = run_tool("--pid", dm.pid, "--duration", RECORD_S, "--output", out,
-                              "--format", "jsonl,perf", "--seed", 13, timeout=RECORD_S + 60)
+                              "--format", "jsonl,perf", "--seed", 13, "--unwind", "dwarf",
+                              timeout=RECORD_S + 60)
         dm.stop()
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
         samples = read_samples(out)

@@ -179,7 +179,7 @@ def dwarf_attribution():
     try:
         time.sleep(1)
         rc, _, err = run_tool("--pid", d.pid, "--duration", 6, "--output", out,
-                              "--cpu-hz", 199, timeout=60, windows=True)
+                              "--cpu-hz", 199, "--unwind", "dwarf", timeout=60, windows=True)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
         time.sleep(1.2)
         samples = cpu_samples(out)

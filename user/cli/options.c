@@ -134,9 +134,10 @@ static const struct argp_option argp_opts[] = {
      "attached in random windows to keep to it (default 1; 100 = probe every poll)",
      0},
     {"unwind", OPT_UNWIND, "MODE", 0,
-     "fp, dwarf, ebpf or auto (default: dwarf unless the target keeps frame pointers); "
+     "fp, dwarf, ebpf or auto (default: fp if the target keeps frame pointers, else ebpf); "
      "ebpf walks the stack in the kernel with tables built at start from .eh_frame: "
-     "whole stacks without frame pointers at a few us a sample",
+     "whole stacks without frame pointers at a few us a sample; dwarf copies the stack "
+     "for libdw and perf to unwind",
      0},
     {"stack-size", OPT_STACK_SIZE, "BYTES", 0,
      "User stack copied per sample for dwarf unwinding (default 16384, max 32768)", 0},

@@ -362,7 +362,7 @@ static int setup_bpf(struct record *r)
 		return 1;
 	}
 	if (o->unwind == D9_UNWIND_AUTO)
-		o->unwind = r->t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_DWARF;
+		o->unwind = r->t->keeps_frame_pointers ? D9_UNWIND_FP : D9_UNWIND_EBPF;
 	if (o->unwind == D9_UNWIND_EBPF && (err = unwind_tables_build(o->pid, &r->utab))) {
 		fprintf(stderr,
 			"dial9-bpf: failed to build unwind tables from the target's .eh_frame: %s: "
