@@ -75,7 +75,7 @@ int cpu_tick(struct bpf_perf_event_data *ctx)
 	s->pid = pid;
 	s->tid = ns_tid;
 	s->worker = worker;
-	s->task_id = learned ? lp_current_task() : 0;
+	s->task_id = learned ? lp_polled_task(tid) : 0;
 	s->task_hdr = 0;
 	s->task_vtable = 0;
 	s->window = 0;

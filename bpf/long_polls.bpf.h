@@ -134,6 +134,17 @@ static __always_inline __u64 lp_current_task(void)
 	return w[1];
 }
 
+/* The task whose poll the current thread is in, 0 when none. A worker loop run inside a
+ * blocking task's poll (the thread took a worker over from block_in_place) is between polls,
+ * parked or stealing, while that blocking task's id is current. */
+static __always_inline __u64 lp_polled_task(__u32 tid)
+{
+	__u64 id = lp_current_task();
+	struct thread_state *t = id ? thread_get(tid, false) : NULL;
+
+	return t && t->run_task == id ? 0 : id;
+}
+
 /* The worker the current thread runs, 0 when it runs none (a blocking-pool thread). */
 static __always_inline __u64 lp_worker(__u32 tid)
 {
@@ -145,6 +156,33 @@ static __always_inline __u64 lp_worker(__u32 tid)
 	return t ? t->worker_ptr : 0;
 }
 
+/* The scheduler context (user/target/worker_tls.c found it at the attach): the TLS variable
+ * at lp_sched_off, its word lp_sched_word; lp_heap_words marks its word holding the Core. */
+__s64 lp_sched_off = 0;
+__u64 lp_tick_ns = 0; /* the clock event's period */
+__u32 lp_sched_word = D9_LP_UNLEARNED;
+__u32 lp_heap_words = 0; /* words of that context pointing to the Core (and deferred wakers) */
+
+/* Whether the current thread holds a worker's Core (true when that cannot be told). A poll
+ * run through block_in_place gave its Core to another thread: however long it blocks, no
+ * worker waits for it, and such threads sleep inside polls all the time. */
+static __always_inline bool lp_holds_core(void)
+{
+	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
+	__u32 sw = lp_sched_word, mask = lp_heap_words;
+	__u64 ctx = 0, core = 0;
+	int w = 0;
+
+	if (sw >= D9_LP_WORDS || !mask)
+		return true;
+	ctx = BPF_CORE_READ(task, thread.fsbase) + lp_sched_off + sw * 8;
+	if (bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx) || !ctx)
+		return false;
+	for (; w < 16 && !(mask & (1u << w)); w++)
+		;
+	return !bpf_probe_read_user(&core, sizeof(core), (void *)(ctx + w * 8)) && core;
+}
+
 static __always_inline void lp_switch_out(void *ctx, __u64 now)
 {
 	__u64 id = bpf_get_current_pid_tgid(), task_id, worker;
@@ -153,8 +191,8 @@ static __always_inline void lp_switch_out(void *ctx, __u64 now)
 
 	if (!current_pid_tid(&pid, &ns_tid) || pid != targ_tgid)
 		return;
-	task_id = lp_current_task();
-	worker = task_id ? lp_worker(tid) : 0;
+	task_id = lp_polled_task(tid);
+	worker = task_id && lp_holds_core() ? lp_worker(tid) : 0;
 	if (!worker)
 		return;
 	z = bpf_map_lookup_elem(&lp_zero, &zero);
@@ -213,10 +251,6 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
  * variable at lp_sched_off, its word lp_sched_word; the hash covers what that context's heap
  * words (lp_heap_words) point to.
  */
-__s64 lp_sched_off = 0;
-__u64 lp_tick_ns = 0; /* the clock event's period */
-__u32 lp_sched_word = D9_LP_UNLEARNED;
-__u32 lp_heap_words = 0; /* words of that context pointing to the Core (and deferred wakers) */
 
 struct lp_run {
 	__u64 task_id, hash, first_ns, last_ns;
@@ -357,7 +391,7 @@ int lp_tick(void *ctx)
 	if (!worker)
 		return 0;
 	now = bpf_ktime_get_ns();
-	task_id = lp_current_task();
+	task_id = lp_polled_task(tid);
 	hash = task_id ? lp_core_hash() : 0;
 	r = bpf_map_lookup_elem(&lp_runs, &tid);
 	if (r && task_id && r->task_id == task_id && r->hash == hash) {

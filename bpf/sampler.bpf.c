@@ -137,6 +137,9 @@ struct open_leaf {
 struct thread_state {
 	__u32 depth;
 	__u32 run_depth; /* frames enclosing the worker loop (its blocking-task poll) */
+	/* The task being polled when the thread entered the worker loop: after block_in_place,
+	 * the blocking task that runs it; 0 for a worker thread's own loop, or unknown. */
+	__u64 run_task;
 	__u64 generation;
 	__u64 worker_ptr;
 	/* In-gate time of this thread not yet handed to its worker's epoch (d9_gate_time). */
@@ -339,6 +342,41 @@ static __always_inline __u32 next_rand(struct d9_worker_state *ws)
 	return (x * 0x2545f4914f6cdd1dULL) >> 32;
 }
 
+/* Blocks longer than this are cut: p below 2^-30 selects nothing in any real run. */
+#define D9_MAX_BLOCK (1U << 30)
+
+/*
+ * A stratified draw. A worker's eligible transitions fall into blocks of L consecutive ones,
+ * L the floor or the ceiling of 1/prob at random so that blocks select at rate prob, and each
+ * block selects exactly one, at a uniformly random place. Each transition is selected with
+ * probability 1/L, known when it is drawn, so weights stay exact; but a worker's count per
+ * epoch is its eligible count x prob give or take one, where independent draws spread it
+ * binomially (+-32% an epoch at 10 a second, +-7% over a 20 s run). Returns L for the
+ * selected transition, 0 for the others.
+ */
+static __always_inline __u32 block_draw(struct d9_worker_state *ws)
+{
+	__u32 at;
+
+	if (!ws->blk_left) {
+		__u64 inv = ws->prob ? (D9_PROB_ONE << 16) / ws->prob : (__u64)D9_MAX_BLOCK << 16;
+		__u64 len = inv >> 16;
+
+		if ((next_rand(ws) & 0xffff) < (inv & 0xffff))
+			len++;
+		if (len < 1)
+			len = 1;
+		if (len > D9_MAX_BLOCK)
+			len = D9_MAX_BLOCK;
+		ws->blk_len = (__u32)len;
+		ws->blk_left = (__u32)len;
+		ws->blk_pick = next_rand(ws) % (__u32)len;
+	}
+	at = ws->blk_len - ws->blk_left;
+	ws->blk_left--;
+	return at == ws->blk_pick ? ws->blk_len : 0;
+}
+
 /* A ring-buffer record, or NULL with the drop counted. */
 static __always_inline void *rb_reserve(__u64 size)
 {
@@ -403,6 +441,9 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	bool consecutive = epoch == ws->epoch + 1;
 
 	emit_epoch(key, ws);
+	/* A block drawn at the last epoch's p would hold this one to it: cut it. Where a block
+	 * ends does not depend on its pick, so each of its transitions still had 1/L. */
+	ws->blk_left = 0;
 	/* The calibrating epoch began when the worker was first seen, mid-second: scale its
 	 * count to a whole second, or the next epoch selects up to twice its budget. Not with
 	 * windows: the worker was first seen in a window, and windows cover the rest. */
@@ -464,20 +505,33 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	__builtin_memset(&ws->gate, 0, sizeof(ws->gate));
 }
 
+/* A new worker's state is made here, not on the stack: the park points' unwinder needs the
+ * stack of the programs that reach worker_get (512 bytes across their calls). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct d9_worker_state);
+} worker_init SEC(".maps");
+
 static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now)
 {
-	struct d9_worker_state *ws = bpf_map_lookup_elem(&workers, &key);
-	struct d9_worker_state init = {};
+	struct d9_worker_state *ws = bpf_map_lookup_elem(&workers, &key), *init;
+	__u32 zero = 0;
 
 	if (ws)
 		return ws;
-	init.epoch = epoch;
-	init.calibrating = 1;
-	init.tokens_ns = bucket_ns;
-	init.refill_ns = now;
-	init.first_ns = now;
-	init.rng = mix64(seed ^ key) | 1;
-	bpf_map_update_elem(&workers, &key, &init, BPF_NOEXIST);
+	init = bpf_map_lookup_elem(&worker_init, &zero);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
+	init->epoch = epoch;
+	init->calibrating = 1;
+	init->tokens_ns = bucket_ns;
+	init->refill_ns = now;
+	init->first_ns = now;
+	init->rng = mix64(seed ^ key) | 1;
+	bpf_map_update_elem(&workers, &key, init, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&workers, &key);
 }
 
@@ -899,7 +953,7 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 	ws->duty = arm->duty;
 	ws->eligible++;
 	count_resume(t, f, arm, key, epoch);
-	if (ws->calibrating || (__u64)next_rand(ws) >= ws->prob)
+	if (ws->calibrating || !block_draw(ws))
 		return;
 	if (!cap_admit(ws, now, arm->duty < D9_PROB_ONE)) {
 		ws->refused++;
@@ -916,7 +970,9 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 	f->selected = 1;
 	/* Both fixed point with 32 fractional bits and <= 1, so up to 2^32 each: their product
 	 * would overflow 64 bits at 1 x 1. Drop one bit of each first. */
-	f->prob = ((ws->prob >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
+	/* The selected transition's block is the worker's current one: its p is 1/blk_len (BPF
+	 * divides by 0 as 0, never the case here). */
+	f->prob = (((D9_PROB_ONE / ws->blk_len) >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
 	if (arm->duty < D9_PROB_ONE)
 		f->flags |= D9_SF_WINDOWED;
 	if (t->after_yield)
@@ -1532,6 +1588,7 @@ int BPF_KPROBE(worker_run, __u64 worker)
 		if (arm)
 			drop_stale_frames(t, tid, arm->generation);
 		t->run_depth = t->depth;
+		t->run_task = lp_current_task();
 	}
 	w = rb_reserve(sizeof(*w));
 	if (!w)

@@ -350,6 +350,11 @@ struct d9_worker_state {
 	__u32 last_tid;
 	__u32 rate_n;		  /* sampled epochs in rate, saturating */
 	struct d9_gate_time gate; /* this epoch's, emitted with it */
+	/* The current block of the stratified draw (sampler.bpf.c, block_draw). */
+	__u32 blk_len;
+	__u32 blk_left;
+	__u32 blk_pick;
+	__u32 blk_pad;
 };
 
 /* Counters the loader reports in metadata.json (per-CPU array, index = enum value). */
