@@ -7,7 +7,8 @@ and prints, per kind of demo task, the Horvitz-Thompson estimate of its resumes 
 1 / inclusion_probability) over the demo's true count, on the epochs that every worker sampled
 whole, uncapped and calibrated: the check tests/e2e/test_core.py makes, on any workload and
 rate. Root. D9_DEMO_ARGS adds arguments to the demo's (e.g. "--idle-tasks 3000"), D9_WORKERS sets
-its worker count.
+its worker count. D9_FLAVOUR=current profiles build/flavours in that runtime flavour instead
+(current: #[tokio::main(flavor = "current_thread")]), MODE then ignored.
 """
 import os
 import sys
@@ -15,6 +16,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import test_core as tc  # noqa: E402
+import test_flavours as tf  # noqa: E402
 from harness import (Demo, clean_epochs, counted_vs_truth, delivery, read_metadata,  # noqa: E402
                      read_samples, run_tool)
 
@@ -23,8 +25,12 @@ def main():
     if len(sys.argv) < 4 or sys.argv[1] not in ("hot", "mix"):
         sys.exit(__doc__)
     mode, hz, secs, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+    flavour = os.environ.get("D9_FLAVOUR")
+    if flavour:
+        mode = flavour
     d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(),
-             workers=int(os.environ.get("D9_WORKERS", "2")), mode=mode)
+             workers=int(os.environ.get("D9_WORKERS", "2")), mode=mode,
+             **({"binary": tf.FLAVOURS} if flavour else {}))
     try:
         d.wait_seconds(2)
         tc._cache["demo"] = d  # estimate_vs_truth reads this demo's counts
@@ -38,7 +44,15 @@ def main():
         truth = d.seconds()
         counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))
         try:
-            n, kinds = tc.estimate_vs_truth(read_samples(out), meta)
+            if flavour:
+                n, kinds = tf.estimates(d, read_samples(out), meta)
+                counted = {k: sum(c["sum"] for c in meta.get("count_terms") or []
+                                  if c["epoch"] in tf.good_epochs(meta, truth) and
+                                  any(fn in (c["future"] or "") for fn, kk in tf.KIND_OF.items()
+                                      if kk == k))
+                           for k in tf.KINDS}
+            else:
+                n, kinds = tc.estimate_vs_truth(read_samples(out), meta)
         except AssertionError as e:
             sys.exit(f"estimate-vs-truth: {e}: profile for longer (20 s or more)")
     finally:

@@ -13,9 +13,10 @@ def cost_while_profiling(d, budget=None, hz=None):
     out = tempfile.mkdtemp(prefix=f"d9ovh{budget}-")
     extra = ["--overhead-budget", str(budget)] if budget else []
     extra += ["--per-worker-hz", str(hz)] if hz else []
-    # The probes' and windows' cost alone: on-CPU samples are a fixed cost of their own,
-    # measured apart (bench/RESULTS.md, "On-CPU samples"), that the windows cannot shrink.
-    extra += ["--cpu-hz", "0"]
+    # The probes' and windows' cost alone: on-CPU samples and long polls' clock ticks are
+    # fixed costs of their own, measured apart (bench/RESULTS.md, "The defaults"), that the
+    # windows cannot shrink.
+    extra += ["--cpu-hz", "0", "--long-poll-ms", "0"]
     p = subprocess.Popen([TOOL, "--pid", str(d.pid), "--output", out, "--quiet", *extra,
                           "--duration", "7", "--format", "jsonl"], stderr=subprocess.PIPE,
                          text=True)

@@ -42,6 +42,8 @@ def inline_copy():
             json.dump(meta, f)
         with open(os.path.join(d, "samples.jsonl"), "w") as f:
             f.writelines(json.dumps(s, separators=(",", ":")) + "\n" for s in samples)
+        if os.path.exists(os.path.join(out, "long_polls.jsonl")):
+            shutil.copy2(os.path.join(out, "long_polls.jsonl"), d)
         _cache["inline"] = d
     return _cache["inline"]
 

@@ -17,9 +17,9 @@ import time
 from harness import TOOL, Demo, read_metadata, run_all, run_tool, test, tmpdir
 
 USER = "d9-unpriv"
-OUTPUTS = ["samples.jsonl", "stacks.jsonl", "metadata.json", "perf.data", "perf-tasks.elf",
-           "profile.pb.gz", "stacks.folded", "flamegraph.svg"]
-IN_PLACE = ("samples.jsonl", "stacks.jsonl")
+OUTPUTS = ["samples.jsonl", "stacks.jsonl", "long_polls.jsonl", "metadata.json", "perf.data",
+           "perf-tasks.elf", "profile.pb.gz", "stacks.folded", "flamegraph.svg"]
+IN_PLACE = ("samples.jsonl", "stacks.jsonl", "long_polls.jsonl")
 # What the sampling loop may keep (user/util/privs.c); everything else must be gone.
 LOOP_CAPS = {"cap_bpf", "cap_perfmon", "cap_sys_ptrace", "cap_checkpoint_restore",
              "cap_dac_read_search", "cap_dac_override", "cap_fowner", "cap_chown"}
@@ -109,7 +109,7 @@ for i, n in enumerate({names!r}):
     for o in OUTPUTS:
         st = os.lstat(os.path.join(shared, o))
         assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == 0, (o, st)
-        # samples.jsonl and stacks.jsonl are written in place: their planted .tmp are the
+        # samples.jsonl, stacks.jsonl and long_polls.jsonl are written in place: their planted .tmp are the
         # user's, left alone.
         if o not in IN_PLACE:
             assert not os.path.lexists(os.path.join(shared, o + ".tmp")), o + ".tmp left"
