@@ -98,6 +98,30 @@ static void test_debt(void **state)
 	assert_true(over.debt > 0);
 }
 
+/* One epoch of the tool's 10 times its usual CPU (its first symbols, a drain) leaves the
+ * windows open: the excess goes to the debt, paid back over the next seconds, and what it
+ * takes from the next epoch is a quarter of the excess at most, not the whole spike. */
+static void test_tool_spike(void **state)
+{
+	struct duty_state s = {0}, calm = {0};
+	struct duty_epoch e = epoch_of(5, 2, 2), spike = epoch_of(5, 2, 20);
+	double d_calm, d_spike;
+
+	(void)state;
+	s.windows_seen = calm.windows_seen = 4;
+	for (int i = 0; i < 4; i++) {
+		duty_observe(&s, &e, limits.budget);
+		duty_observe(&calm, &e, limits.budget);
+	}
+	duty_observe(&s, &spike, limits.budget);
+	duty_observe(&calm, &e, limits.budget);
+	d_calm = duty_for_budget(&calm, &limits, 0.005);
+	d_spike = duty_for_budget(&s, &limits, 0.005);
+	assert_true(d_spike > 0.3 * d_calm);
+	assert_true(d_spike < d_calm);
+	assert_true(s.debt > 10e6);
+}
+
 /* Few hits: growth is bounded, since a short window says little of a longer one. */
 static void test_thin_growth(void **state)
 {
@@ -148,10 +172,11 @@ static void test_need(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_budget_duty), cmocka_unit_test(test_partial_epoch),
-	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_debt),
-	    cmocka_unit_test(test_thin_growth), cmocka_unit_test(test_negative_duty),
-	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_need),
+	    cmocka_unit_test(test_budget_duty),	  cmocka_unit_test(test_partial_epoch),
+	    cmocka_unit_test(test_fixed_cost),	  cmocka_unit_test(test_debt),
+	    cmocka_unit_test(test_tool_spike),	  cmocka_unit_test(test_thin_growth),
+	    cmocka_unit_test(test_negative_duty), cmocka_unit_test(test_windows),
+	    cmocka_unit_test(test_need),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,20 @@
 #define DEBT_GAIN 0.25
 #define DEBT_DECAY 0.7
 #define DUTY_WARM_WINDOWS 4
+/* An epoch's tool CPU above this many times its running mean goes to the debt, paid back
+ * over the next seconds, rather than into the mean the next duty is planned on: one slow
+ * epoch of the tool's (its first symbols, a drain, a rotation) would otherwise take the
+ * windows to the floor for the next two or three. */
+#define TOOL_SPIKE 2.0
+
+/* The epoch's tool CPU as the plan takes it: capped at TOOL_SPIKE x its running mean (the
+ * decayed sum is 1 / (1 - k) epochs' worth) once there is one. */
+static double tool_for_plan(const struct duty_state *s, double tool_ns, double k)
+{
+	if (!s->seeded || s->tool_other <= 0)
+		return tool_ns;
+	return fmin(tool_ns, TOOL_SPIKE * (1 - k) * s->tool_other);
+}
 
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget)
 {
@@ -26,7 +40,7 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->armed = k * s->armed + e->armed_ns;
 	s->probe = k * s->probe + e->probe_ns;
 	s->own = k * s->own + e->own_ns;
-	s->tool_other = k * s->tool_other + e->tool_other_ns;
+	s->tool_other = k * s->tool_other + tool_for_plan(s, e->tool_other_ns, k);
 	s->fixed = k * s->fixed + e->fixed_ns;
 	s->hits = k * s->hits + (double)e->hits;
 	s->windows_seen += e->windows;
