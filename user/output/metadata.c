@@ -391,7 +391,7 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 	fputs("  \"kernel_release\": ", f);
 	json_str(f, u.release);
 	fprintf(f,
-		",\n  \"sampler\": {\"name\": \"per_worker_bernoulli_v1\", \"version\": 1, "
+		",\n  \"sampler\": {\"name\": \"per_worker_stratified_v1\", \"version\": 1, "
 		"\"per_worker_hz\": %" PRIu64 ", \"epoch\": \"CLOCK_MONOTONIC whole seconds\", "
 		"\"seed\": %" PRIu64
 		",\n    \"cap\": {\"kind\": \"token_bucket\", \"rate_hz\": %" PRIu64
