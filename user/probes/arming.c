@@ -421,9 +421,10 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 static void target_hit_cost(struct arming *a);
 
 /* One second of the schedule: up to DUTY_MAX_WINDOWS slots, one window each at a uniform
- * offset, wrapping around the slot's end, so that every instant has coverage exactly duty. */
+ * offset, wrapping around the slot's end, so that every instant has coverage exactly duty.
+ * at_once opens the first at epoch_start instead (the run's first, partial epoch). */
 static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
-		       uint32_t *nwin, uint64_t *armed)
+		       bool at_once, uint32_t *nwin, uint64_t *armed)
 {
 	struct {
 		uint64_t a, b;
@@ -434,7 +435,8 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 	slot = NSEC / k;
 	w = (uint64_t)(duty * (double)slot);
 	for (uint64_t i = 0; i < k; i++) {
-		uint64_t s0 = epoch_start + i * slot, u = (uint64_t)(uniform(a) * (double)slot);
+		uint64_t s0 = epoch_start + i * slot,
+			 u = at_once && !i ? 0 : (uint64_t)(uniform(a) * (double)slot);
 
 		if (u + w <= slot) {
 			pieces[n].a = s0 + u;
@@ -819,7 +821,12 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 		a->continuous = false;
 	}
 	k = duty_windows(&l, a->duty, a->own_ns_per_s);
-	if (run_windows(a, epoch * NSEC, a->duty, k, nwin, armed))
+	/* The first window opens at once: the workers, the task-id word that long polls and
+	 * on-CPU samples wait for, and the first costs are all learned in it. Every worker's
+	 * first epoch calibrates and is left out of the estimates, so where its window falls
+	 * biases nothing. */
+	if (run_windows(a, nepochs ? epoch * NSEC : mono_ns(), a->duty, k, !nepochs, nwin,
+			armed))
 		return a->error;
 	if (lean_due(a, nepochs) &&
 	    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
