@@ -86,6 +86,14 @@ static __always_inline __u64 lp_context(void)
 	return BPF_CORE_READ(task, thread.fsbase) + lp_ctx_off;
 }
 
+/* The task of this CPU's last observation: one task's park points in a row count once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lp_last_obs SEC(".maps");
+
 static __always_inline void lp_bump(__u32 slot)
 {
 	__u64 *v = bpf_map_lookup_elem(&lp_learn, &slot);
@@ -97,12 +105,18 @@ static __always_inline void lp_bump(__u32 slot)
 /* Called inside a poll of task_id (a park point in a window) until the word is learned. */
 static __always_inline void lp_learn_word(__u64 task_id)
 {
-	__u64 ctx = lp_id_word == D9_LP_UNLEARNED ? lp_context() : 0;
+	__u64 ctx = lp_id_word == D9_LP_UNLEARNED ? lp_context() : 0, *last;
 	struct lp_words *sw;
 	__u32 zero = 0;
 
 	if (!ctx || !task_id)
 		return;
+	/* Otherwise a window whose park points are mostly one task's (a yield loop) would
+	 * teach any word that happens to equal that id, a small integer as often as not. */
+	last = bpf_map_lookup_elem(&lp_last_obs, &zero);
+	if (!last || *last == task_id)
+		return;
+	*last = task_id;
 	sw = bpf_map_lookup_elem(&lp_scratch, &zero);
 	if (!sw || bpf_probe_read_user(sw, sizeof(*sw), (void *)ctx))
 		return;

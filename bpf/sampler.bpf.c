@@ -1326,8 +1326,19 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 		return 0;
 	f = &t->frames[(t->depth - 1) & (D9_MAX_NEST - 1)];
 	f->last_park = park_point;
-	if (f->flags & D9_SF_TASK_ID_OK)
+	if (f->flags & D9_SF_TASK_ID_OK) {
 		lp_learn_word(f->task_id);
+	} else if (lp_read_task && lp_id_word == D9_LP_UNLEARNED) {
+		/* Until the word is learned any park point teaches it, not only selected ones:
+		 * long polls and on-CPU samples wait for it, and a worker's first epoch, in the
+		 * run's first window, calibrates and selects nothing. */
+		__u64 vt = 0, id;
+		bool ok = false;
+
+		id = read_task_id_of(f->hdr, &ok, &vt);
+		if (ok)
+			lp_learn_word(id);
+	}
 	f = selected_frame(t);
 	if (!f)
 		return 0;

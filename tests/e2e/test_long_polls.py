@@ -59,17 +59,16 @@ def matches(found, truth):
 
 
 def check_blocked(binary, fp=True):
-    """At the default windows, with --long-poll-ms 10, every sleeping long poll after
-    the id word is learned is in long_polls.jsonl, with its duration, on its worker, with
-    the sleeping function on its stack, and little else is. Likewise the spinning ones, found
-    by clock ticks (their stacks are walked by frame pointers: fp says the target keeps
-    them; without, a tick inside a leaf gives the leaf only)."""
+    """At the defaults, 90% of the sleeping long polls of the sampled span are in
+    long_polls.jsonl (the id word is learned in the first window), with their duration, on
+    their worker, with the sleeping function on their stack, and little else is. Likewise the
+    spinning ones, found by clock ticks (their stacks walked by frame pointers where the
+    target keeps them, fp, and in BPF from .eh_frame where it does not)."""
     d = Demo("--long-poll-tasks", "1", binary=binary, workers=2, mode="mix")
     try:
         time.sleep(2)
         out = tempfile.mkdtemp(prefix="d9out-lp-")
         rc, _, err = run_tool("--pid", d.pid, "--duration", 10, "--output", out,
-                              "--long-poll-ms", 10,
                               timeout=90, windows=True)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
         time.sleep(0.5)
@@ -85,10 +84,12 @@ def check_blocked(binary, fp=True):
     learned = lp["learned_at_ns"]
     sleeps = [t for t in truth if t["kind"] == "sleep" and t0 <= t["start_ns"] and
               t["end_ns"] <= t1]
-    after = [t for t in sleeps if t["start_ns"] >= learned]
+    # Over the whole sampled span: the id word is learned in the run's first window, and the
+    # polls before it count as missed.
+    after = sleeps
     hit = {id(matches(f, truth)): f for f in found if matches(f, truth)}
     got = [t for t in after if id(t) in hit]
-    assert len(after) >= 10, f"only {len(after)} sleeping polls after learning"
+    assert len(after) >= 10, f"only {len(after)} sleeping polls in the run"
     assert len(got) >= 0.9 * len(after), f"found {len(got)}/{len(after)} sleeping polls"
     err_ = statistics.median(hit[id(t)]["duration_ns"] / (t["end_ns"] - t["start_ns"]) - 1
                              for t in got)
@@ -98,7 +99,7 @@ def check_blocked(binary, fp=True):
     false = [f for f in found if not matches(f, truth)]
     assert len(false) <= 0.05 * max(len(found), 1), \
         f"{len(false)}/{len(found)} long polls match no true one: {false[:2]}"
-    spin = check_spins(truth, found, learned, t1, fp) if lp["on_cpu"] == "ticking" else "off"
+    spin = check_spins(truth, found, t0, t1, fp) if lp["on_cpu"] == "ticking" else "off"
     p = subprocess.run([TOOL, "report", out], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and f"{len(found)} polls held a worker" in p.stdout, p.stdout[-800:]
     top = p.stdout.split("Longest polls", 1)[1].split("\n\n", 1)[0]
@@ -106,16 +107,16 @@ def check_blocked(binary, fp=True):
     # (without, a tick inside the spin gives its leaf only, and the future goes unnamed).
     did = any(f in top for f in ("long_spin_work", "long_sleep_work", "spin_mix"))
     assert did and "long_poll_task" in top, top[:800]
-    return (f"sleep {len(got)}/{len(after)} after learning ({len(sleeps)} in the run, "
-            f"learned after {(learned - t0) / 1e6:.0f} ms, word {lp['id_word']}"
+    return (f"sleep {len(got)}/{len(after)} in the run (word learned after "
+            f"{(learned - t0) / 1e6:.0f} ms, word {lp['id_word']}"
             f"{' tagged' if lp['id_tagged'] else ''}), median duration error {err_:+.1%}, "
             f"stack {on_stack}/{len(got)}; spin {spin}; false {len(false)}/{len(found)}")
 
 
-def check_spins(truth, found, learned, t1, fp):
+def check_spins(truth, found, t0, t1, fp):
     """Polls held on the CPU, found by clock ticks. The first tick falls up to a period
     after the poll starts, so it matches from a period before."""
-    spins = [t for t in truth if t["kind"] == "spin" and t["start_ns"] >= learned and
+    spins = [t for t in truth if t["kind"] == "spin" and t["start_ns"] >= t0 and
              t["end_ns"] <= t1]
     got = []
     for t in spins:
@@ -123,7 +124,7 @@ def check_spins(truth, found, learned, t1, fp):
              t["start_ns"] - 2e6 <= f["timestamp_ns"] <= t["end_ns"]]
         if f:
             got.append((t, f[0]))
-    assert len(spins) >= 10, f"only {len(spins)} spinning polls after learning"
+    assert len(spins) >= 10, f"only {len(spins)} spinning polls in the run"
     # Ticks land in a poll only while its thread runs: on a loaded machine a poll is seen
     # shorter than its wall time (which counts its preemption), and a few are missed.
     assert len(got) >= 0.85 * len(spins), f"found {len(got)}/{len(spins)} spinning polls"

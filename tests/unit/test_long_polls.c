@@ -44,6 +44,21 @@ static void test_untagged_word(void **state)
 	assert_false(tagged);
 }
 
+/* The tag word matches too when task 1 makes most of the observations: the id is the word
+ * after it. */
+static void test_task_one_and_its_tag(void **state)
+{
+	bool tagged = false;
+
+	(void)state;
+	reset();
+	counts[4] = 38; /* the tag, 1, equal to the id of task 1 */
+	counts[5] = 40;
+	counts[D9_LP_WORDS + 5] = 40;
+	assert_int_equal(long_polls_pick_word(counts, 40, &tagged), 5);
+	assert_true(tagged);
+}
+
 /* Too few observations, no word often enough, or two words alike: not settled. */
 static void test_not_settled(void **state)
 {
@@ -64,6 +79,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tagged_word),
+	    cmocka_unit_test(test_task_one_and_its_tag),
 	    cmocka_unit_test(test_untagged_word),
 	    cmocka_unit_test(test_not_settled),
 	};

@@ -64,6 +64,12 @@ int long_polls_open(struct long_polls *lp, const struct out_dir *d)
 	return 0;
 }
 
+/* Whether word j held the id with a 1 (Some's tag) before it nearly every time. */
+static bool tag_before(const uint64_t *counts, int j)
+{
+	return counts[D9_LP_WORDS + j] * 10 >= counts[j] * 9;
+}
+
 int long_polls_pick_word(const uint64_t *counts, uint64_t obs, bool *tagged)
 {
 	int best = -1;
@@ -73,12 +79,18 @@ int long_polls_pick_word(const uint64_t *counts, uint64_t obs, bool *tagged)
 	for (int j = 0; j < D9_LP_WORDS; j++) {
 		if (counts[j] * 10 < obs * 9)
 			continue;
+		/* A tag word equals the id when the id is 1: a window whose park points are
+		 * mostly task 1's makes both words match. The word after the tag is the id. */
+		if (best == j - 1 && tag_before(counts, j)) {
+			best = j;
+			continue;
+		}
 		if (best >= 0)
 			return -1; /* two words hold the id: neither can be told to be it */
 		best = j;
 	}
 	if (best >= 0)
-		*tagged = counts[D9_LP_WORDS + best] * 10 >= counts[best] * 9;
+		*tagged = tag_before(counts, best);
 	return best;
 }
 
