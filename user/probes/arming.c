@@ -422,9 +422,10 @@ static void target_hit_cost(struct arming *a);
 
 /* One second of the schedule: up to DUTY_MAX_WINDOWS slots, one window each at a uniform
  * offset, wrapping around the slot's end, so that every instant has coverage exactly duty.
- * at_once opens the first at epoch_start instead (the run's first, partial epoch). */
+ * In the run's first, partial epoch (first_at, now) one window of the same length opens at
+ * once instead, cut at the epoch's end so that the next epoch's coverage stays duty. */
 static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint64_t k,
-		       bool at_once, uint32_t *nwin, uint64_t *armed)
+		       uint64_t first_at, uint32_t *nwin, uint64_t *armed)
 {
 	struct {
 		uint64_t a, b;
@@ -434,9 +435,13 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 
 	slot = NSEC / k;
 	w = (uint64_t)(duty * (double)slot);
-	for (uint64_t i = 0; i < k; i++) {
-		uint64_t s0 = epoch_start + i * slot,
-			 u = at_once && !i ? 0 : (uint64_t)(uniform(a) * (double)slot);
+	if (first_at && first_at < epoch_start + NSEC) {
+		pieces[n].a = first_at;
+		pieces[n++].b =
+		    first_at + w < epoch_start + NSEC ? first_at + w : epoch_start + NSEC;
+	}
+	for (uint64_t i = 0; i < k && !first_at; i++) {
+		uint64_t s0 = epoch_start + i * slot, u = (uint64_t)(uniform(a) * (double)slot);
 
 		if (u + w <= slot) {
 			pieces[n].a = s0 + u;
@@ -825,8 +830,7 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 	 * on-CPU samples wait for, and the first costs are all learned in it. Every worker's
 	 * first epoch calibrates and is left out of the estimates, so where its window falls
 	 * biases nothing. */
-	if (run_windows(a, nepochs ? epoch * NSEC : mono_ns(), a->duty, k, !nepochs, nwin,
-			armed))
+	if (run_windows(a, epoch * NSEC, a->duty, k, nepochs ? 0 : mono_ns(), nwin, armed))
 		return a->error;
 	if (lean_due(a, nepochs) &&
 	    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
