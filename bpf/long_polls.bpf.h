@@ -180,17 +180,30 @@ __u32 lp_heap_words = 0; /* words of that context pointing to the Core (and defe
 /* Whether the current thread holds a worker's Core (true when that cannot be told). A poll
  * run through block_in_place gave its Core to another thread: however long it blocks, no
  * worker waits for it, and such threads sleep inside polls all the time. */
-static __always_inline bool lp_holds_core(void)
+/* The current thread's scheduler context, 0 when it has none or it is not known. */
+static __always_inline __u64 lp_sched_context(void)
 {
 	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
-	__u32 sw = lp_sched_word, mask = lp_heap_words;
-	__u64 ctx = 0, core = 0;
+	__u64 ctx;
+
+	if (lp_sched_word >= D9_LP_WORDS || !lp_heap_words)
+		return 0;
+	ctx = BPF_CORE_READ(task, thread.fsbase) + lp_sched_off + lp_sched_word * 8;
+	if (bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx))
+		return 0;
+	return ctx;
+}
+
+static __always_inline bool lp_holds_core(void)
+{
+	__u32 mask = lp_heap_words;
+	__u64 ctx, core = 0;
 	int w = 0;
 
-	if (sw >= D9_LP_WORDS || !mask)
+	if (lp_sched_word >= D9_LP_WORDS || !mask)
 		return true;
-	ctx = BPF_CORE_READ(task, thread.fsbase) + lp_sched_off + sw * 8;
-	if (bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx) || !ctx)
+	ctx = lp_sched_context();
+	if (!ctx)
 		return false;
 	for (; w < 16 && !(mask & (1u << w)); w++)
 		;
@@ -306,16 +319,12 @@ static __always_inline __u64 lp_hash_words(const struct lp_core *c, __u64 h, __u
  * its own words: this runs at most ticks, so every read it skips counts. */
 static __always_inline __u64 lp_core_hash(void)
 {
-	struct task_struct___d9lp *task = (void *)bpf_get_current_task();
-	__u64 ctx = 0, h = 0x9e3779b97f4a7c15ULL;
-	__u32 sw = lp_sched_word, mask = lp_heap_words, zero = 0;
+	__u64 ctx = lp_sched_context(), h = 0x9e3779b97f4a7c15ULL;
+	__u32 mask = lp_heap_words, zero = 0;
 	struct lp_core *c;
 
-	if (sw >= D9_LP_WORDS || !mask)
-		return 0;
-	ctx = BPF_CORE_READ(task, thread.fsbase) + lp_sched_off + sw * 8;
-	c = bpf_map_lookup_elem(&lp_core_scratch, &zero);
-	if (!c || bpf_probe_read_user(&ctx, sizeof(ctx), (void *)ctx) || !ctx)
+	c = ctx ? bpf_map_lookup_elem(&lp_core_scratch, &zero) : NULL;
+	if (!c)
 		return 0;
 	for (int w = 0; w < 16; w++) {
 		__u64 p = 0, chunk = 0;
