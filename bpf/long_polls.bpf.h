@@ -177,9 +177,6 @@ __u64 lp_tick_ns = 0; /* the clock event's period */
 __u32 lp_sched_word = D9_LP_UNLEARNED;
 __u32 lp_heap_words = 0; /* words of that context pointing to the Core (and deferred wakers) */
 
-/* Whether the current thread holds a worker's Core (true when that cannot be told). A poll
- * run through block_in_place gave its Core to another thread: however long it blocks, no
- * worker waits for it, and such threads sleep inside polls all the time. */
 /* The current thread's scheduler context, 0 when it has none or it is not known. */
 static __always_inline __u64 lp_sched_context(void)
 {
@@ -194,6 +191,9 @@ static __always_inline __u64 lp_sched_context(void)
 	return ctx;
 }
 
+/* Whether the current thread holds a worker's Core (true when that cannot be told). A poll
+ * run through block_in_place gave its Core to another thread: however long it blocks, no
+ * worker waits for it, and such threads sleep inside polls all the time. */
 static __always_inline bool lp_holds_core(void)
 {
 	__u32 mask = lp_heap_words;
