@@ -122,6 +122,28 @@ static void test_tool_spike(void **state)
 	assert_true(s.debt > 10e6);
 }
 
+/* However much is owed, a repayment takes at most half of what the windows would get: an
+ * epoch at the floor duty weighs its few resumes thousands of times each. */
+static void test_debt_share(void **state)
+{
+	struct duty_state s = {0}, calm = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3), burst = epoch_of(5, 2, 3);
+	double d_calm, d_owing;
+
+	(void)state;
+	burst.fixed_ns = 200e6;
+	s.windows_seen = calm.windows_seen = 4;
+	duty_observe(&s, &burst, limits.budget);
+	duty_observe(&s, &e, limits.budget);
+	duty_observe(&calm, &e, limits.budget);
+	duty_observe(&calm, &e, limits.budget);
+	s.fixed = calm.fixed; /* the plan alike but for the debt */
+	d_calm = duty_for_budget(&calm, &limits, 0.005);
+	d_owing = duty_for_budget(&s, &limits, 0.005);
+	assert_true(s.debt > 100e6);
+	assert_true(fabs(d_owing - 0.5 * d_calm) < 1e-9);
+}
+
 /* Few hits: growth is bounded, since a short window says little of a longer one. */
 static void test_thin_growth(void **state)
 {
@@ -172,11 +194,11 @@ static void test_need(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_budget_duty),	  cmocka_unit_test(test_partial_epoch),
-	    cmocka_unit_test(test_fixed_cost),	  cmocka_unit_test(test_debt),
-	    cmocka_unit_test(test_tool_spike),	  cmocka_unit_test(test_thin_growth),
-	    cmocka_unit_test(test_negative_duty), cmocka_unit_test(test_windows),
-	    cmocka_unit_test(test_need),
+	    cmocka_unit_test(test_budget_duty), cmocka_unit_test(test_partial_epoch),
+	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_debt),
+	    cmocka_unit_test(test_tool_spike),	cmocka_unit_test(test_debt_share),
+	    cmocka_unit_test(test_thin_growth), cmocka_unit_test(test_negative_duty),
+	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_need),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,11 @@
  * an epoch later: overspending is paid back over a few seconds. */
 #define DEBT_GAIN 0.25
 #define DEBT_DECAY 0.7
+/* The most of the windows' allowance a repayment may take: an estimate's variance grows with
+ * the sum of 1 / duty over its epochs, so an epoch whose debt took its windows to the floor
+ * (a window of 0.5 ms whose few resumes weigh 2000 each) cost the run's estimates more than
+ * the duty the repayment bought back. Half keeps every epoch's duty within 2x of the plan. */
+#define DEBT_SHARE 0.5
 #define DUTY_WARM_WINDOWS 4
 /* An epoch's tool CPU above this many times its running mean goes to the debt, paid back
  * over the next seconds, rather than into the mean the next duty is planned on: one slow
@@ -83,19 +88,22 @@ uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_pe
 	return k;
 }
 
-/* What the budget leaves per second for windows and gates: its share of the target's CPU, less
- * the tool's CPU beyond windows and the hits outside gates, less part of what is owed. */
+/* What the budget leaves per second for windows and gates: its share of the target's CPU,
+ * less the tool's CPU beyond windows and the hits outside gates. */
 static double avail_per_s(const struct duty_state *s, const struct duty_limits *l)
 {
-	double own = own_per_s(s);
+	return l->budget * own_per_s(s) - (s->tool_other + s->fixed) / (s->wall / NSEC);
+}
 
-	return l->budget * own - (s->tool_other + s->fixed) / (s->wall / NSEC) -
-	       DEBT_GAIN * fmin(s->debt, l->budget * own);
+/* What goes to the debt this second, from what the gates would get without it. */
+static double repay_per_s(const struct duty_state *s, double for_gates)
+{
+	return fmin(DEBT_GAIN * s->debt, DEBT_SHARE * fmax(0.0, for_gates));
 }
 
 double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, double prev)
 {
-	double avail, cost, duty;
+	double avail, cost, duty, gates;
 
 	if (!s->seeded || s->armed <= 0)
 		return prev;
@@ -104,7 +112,8 @@ double duty_for_budget(const struct duty_state *s, const struct duty_limits *l, 
 		return prev * DUTY_GROWTH_THIN; /* nothing hit the probes: arm more to learn */
 	avail = avail_per_s(s, l);
 	duty = (avail - l->window_cpu_ns) / cost;
-	duty = (avail - (double)duty_windows(l, duty, own_per_s(s)) * l->window_cpu_ns) / cost;
+	gates = avail - (double)duty_windows(l, duty, own_per_s(s)) * l->window_cpu_ns;
+	duty = (gates - repay_per_s(s, gates)) / cost;
 	if (s->hits < DUTY_TRUSTED_HITS && duty > DUTY_GROWTH_THIN * prev)
 		duty = DUTY_GROWTH_THIN * prev;
 	return duty;
