@@ -59,14 +59,20 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 		if (!arm->lean)
 			t->gate.capture_ns += captured;
 
+		/* A wait may have begun before the gate: at most the span counts. */
+		waited = waited < span ? waited : span;
 		/* A lean window's time goes to the cost measurement only: its hits per poll
 		 * differ from a sampling window's, and so would the slowdown. */
 		if (t->parked) {
-			if (!arm->lean)
-				t->gate.idle_ns += span;
+			/* A parked worker that was woken, or one whose park_timeout(0) (a yield's
+			 * deferred wake in Tokio) was preempted, waits for a CPU with work to do:
+			 * counted as idle, that wait would absorb the probes' cost in the slowdown
+			 * factor, and a worker cycling through yields looks unslowed. */
+			if (!arm->lean) {
+				t->gate.idle_ns += span - waited;
+				t->gate.wait_ns += waited;
+			}
 		} else {
-			/* A wait may have begun before the gate: at most the span counts. */
-			waited = waited < span ? waited : span;
 			if (cost_measured(t))
 				count_add(arm->lean ? D9_CNT_LEAN_BUSY_NS : D9_CNT_FULL_BUSY_NS,
 					  span - waited);
