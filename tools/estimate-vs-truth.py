@@ -10,6 +10,7 @@ rate. Root. D9_DEMO_ARGS adds arguments to the demo's (e.g. "--idle-tasks 3000")
 its worker count. D9_FLAVOUR=current profiles build/flavours in that runtime flavour instead
 (current: #[tokio::main(flavor = "current_thread")]), MODE then ignored.
 """
+import json
 import os
 import sys
 import tempfile
@@ -42,6 +43,8 @@ def main():
         d.wait_seconds(1)
         meta = read_metadata(out)
         truth = d.seconds()
+        with open(os.path.join(out, "truth.json"), "w") as f:
+            json.dump(truth, f)  # the demo's own counts per second, for analysis
         counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))
         try:
             if flavour:
