@@ -417,7 +417,7 @@ int lp_tick(void *ctx)
 	task_id = lp_polled_task(tid);
 	hash = task_id ? lp_core_hash() : 0;
 	r = bpf_map_lookup_elem(&lp_runs, &tid);
-	if (r && task_id && r->task_id == task_id && r->hash == hash) {
+	if (r && r->ticks && task_id && r->task_id == task_id && r->hash == hash) {
 		r->last_ns = now;
 		r->ticks++;
 		/* What the poll is doing: the stack of one of its ticks after the first, each as
@@ -431,14 +431,19 @@ int lp_tick(void *ctx)
 		lp_run_end(ctx, r, tid, ns_tid, worker);
 	if (!task_id || !hash) {
 		if (r)
-			bpf_map_delete_elem(&lp_runs, &tid);
+			r->ticks = 0; /* ended; the thread's entry stays for its next run */
 		return 0;
 	}
 	fresh.task_id = task_id;
 	fresh.hash = hash;
 	fresh.first_ns = fresh.last_ns = now;
 	fresh.ticks = 1;
-	bpf_map_update_elem(&lp_runs, &tid, &fresh, BPF_ANY);
+	/* In place when the thread has an entry: an update of an LRU map takes its locks, and
+	 * cost more than the rest of the tick, once a tick on a worker of short polls. */
+	if (r)
+		*r = fresh;
+	else
+		bpf_map_update_elem(&lp_runs, &tid, &fresh, BPF_ANY);
 	return 0;
 }
 
