@@ -314,11 +314,27 @@ def delivery(meta):
     return rates, capped, n
 
 
+def unclean_reasons(meta):
+    """Why epochs were left out of clean_epochs: {reason: worker-epochs}, for messages."""
+    why = {}
+    for w in meta["workers"]:
+        for e in w["epochs"]:
+            if not e["eligible"]:
+                continue
+            for r in ("calibrating", "capped"):
+                if e[r]:
+                    why[r] = why.get(r, 0) + 1
+            if not e["complete"]:
+                why["incomplete"] = why.get("incomplete", 0) + 1
+    return why
+
+
 def estimate_vs_truth(samples, meta, truth, classify=kind_of):
     """(usable epochs, {kind: (estimate, truth, samples)}) over the clean epochs; truth is
     Demo.seconds(); classify gives a sample's kind (kind_of: by its stack frames)."""
     good = clean_epochs(meta) & set(truth)
-    assert len(good) >= 4, f"only {len(good)} usable epochs"
+    assert len(good) >= 4, (f"only {len(good)} usable epochs (left out, worker-epochs: "
+                            f"{unclean_reasons(meta)}; demo seconds {len(truth)})")
     est, n = {}, {}
     for s in samples:
         if s["epoch"] in good:
