@@ -438,8 +438,9 @@ int lp_tick(void *ctx)
 	fresh.hash = hash;
 	fresh.first_ns = fresh.last_ns = now;
 	fresh.ticks = 1;
-	/* In place when the thread has an entry: an update of an LRU map takes its locks, and
-	 * cost more than the rest of the tick, once a tick on a worker of short polls. */
+	/* In place when the thread has an entry: an update of an LRU map takes its locks and
+	 * costs more than the rest of the tick, and a worker of short polls starts a run at
+	 * nearly every tick. */
 	if (r)
 		*r = fresh;
 	else

@@ -21,11 +21,11 @@
 #define DUTY_CONTINUOUS 0.5
 /* Floors only. A duty the samples need (many transitions in little time) may be this low: */
 #define DUTY_MIN 0.0005
-/* one the budget sets may not: in windows of 0.5 ms, timer-driven tasks' estimates ran at 0-44x
- * their truth per epoch (what fires in bursts, such as timers fired late while an attach held
- * the target's mmap lock, is either all in such a window or not), 2.2-2.6x over a 30 s run at
- * 50 samples/s, where the budget often left that little. A budget too small for these windows
- * is overspent, and the debt then repaid, rather than spent on windows that mislead. */
+/* one the budget sets may not: what comes in bursts (timers fired together, or late behind an
+ * attach that held the target's mmap lock) is either all inside a window of 0.5 ms or not at
+ * all, and such tasks' estimates then swing by orders of magnitude from epoch to epoch
+ * (bench/RESULTS.md, "Sampling and estimates"). A budget too small for these windows is
+ * overspent, and the debt then repaid, rather than spent on windows that mislead. */
 #define DUTY_MIN_BUDGET 0.002
 /* The duty of the first, partial epoch, before anything is measured. */
 #define DUTY_INITIAL 0.005
