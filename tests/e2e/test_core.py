@@ -143,7 +143,8 @@ def estimation_matches_ground_truth():
 @test
 def estimation_with_default_windows():
     """Default settings (1% overhead budget, armed windows): the clock- and event-driven kinds
-    within 25%, CPU-bound tasks within 0.4-2.0, all together within 50%. Inside windows the
+    within 25% by their in-window counts, CPU-bound tasks within 0.4-2.0, all together within
+    50%. Inside windows the
     probes slow a saturated worker; the correction (user/collect/collector.c, collector_slowdown) gives the
     lost time back to the tasks that resumed from a yield and leaves the clock- and
     event-driven ones alone, which a single factor for every sample would overcount about
@@ -155,7 +156,7 @@ def estimation_with_default_windows():
     _, samples, meta, _ = profiled(400, duration=20)
     assert meta["overhead"]["mode"] == "armed_windows", meta["overhead"]["mode"]
     nepochs, kinds = estimate_vs_truth(samples, meta)
-    res = check_estimates_windowed(kinds)
+    res = check_estimates_windowed(kinds, meta, mix_demo().seconds())
     sens = meta["overhead"]["cost_sensitivity_median"]
     res.append(f"cost sensitivity {sens}")
     return f"{nepochs} epochs; " + "; ".join(res)
@@ -274,7 +275,10 @@ def no_probe_left(stop_signal):
         assert f"pid {d.pid} " not in links, links
         # The test can only see a leftover probe if probes are visible in the cost at all.
         assert during >= 1.2 * before, f"probes not measurable: {before:.0f} vs {during:.0f} ns"
-        assert after <= 1.10 * before, \
+        # A probe left on the polls' path costs each poll a trap, as `during` shows (several
+        # times the poll's own CPU); a multi-worker target's CPU per poll moves by up to ~20%
+        # between quiet measurements here, so the bound sits above that, far below `during`.
+        assert after <= 1.25 * before, \
             f"CPU per poll after exit {after:.0f} ns vs before {before:.0f} ns"
         return (f"CPU per poll: before {before:.0f} ns, attached {during:.0f} ns, "
                 f"after {after:.0f} ns ({after / before:.2f})")

@@ -81,8 +81,9 @@ def late_attach_default_windows():
     d, samples, meta = profile_late(DEMO_FP, duration=20, hz=400)
     assert meta["overhead"]["mode"] == "armed_windows", meta["overhead"]["mode"]
     ident = check_identity(d, samples, meta)
-    nepochs, kinds = estimate_vs_truth(samples, meta, d.seconds())
-    return f"{ident}; {nepochs} epochs; " + "; ".join(check_estimates_windowed(kinds))
+    truth = d.seconds()
+    nepochs, kinds = estimate_vs_truth(samples, meta, truth)
+    return f"{ident}; {nepochs} epochs; " + "; ".join(check_estimates_windowed(kinds, meta, truth))
 
 
 if __name__ == "__main__":
