@@ -784,7 +784,7 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 	need = duty_for_samples(a->per_worker_hz, r1->elig - r0->elig, active_workers(a, epoch),
 				(double)armed_ns);
 	*by_samples = need < duty;
-	a->duty = duty_clamp(*by_samples ? need : duty, a->budget, *by_samples);
+	a->duty = duty_clamp(*by_samples ? need : duty, a->budget);
 	own_s = e.wall_ns > 0 ? e.own_ns / (e.wall_ns / (double)NSEC) : 0;
 	a->own_ns_per_s = own_s > 1e6 ? own_s : 1e6;
 	a->kept_max_rate = KEPT_BUDGET_SHARE * a->budget * a->own_ns_per_s / arming_hit_cost_ns(a);

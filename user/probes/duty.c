@@ -140,11 +140,9 @@ double duty_for_samples(double hz, uint64_t eligible, uint32_t workers, double a
 	return duty_transitions_needed(hz) / per_worker_s;
 }
 
-double duty_clamp(double duty, double budget, bool by_samples)
+double duty_clamp(double duty, double budget)
 {
-	double floor = by_samples ? DUTY_MIN : DUTY_MIN_BUDGET;
-
 	if (budget >= 1.0 || duty >= DUTY_CONTINUOUS)
 		return 1.0;
-	return duty < floor ? floor : duty;
+	return duty < DUTY_MIN ? DUTY_MIN : duty;
 }

@@ -19,14 +19,8 @@
 #define DUTY_MAX_WINDOWS 4
 /* The duty at which the probes are left attached for good (windows save too little). */
 #define DUTY_CONTINUOUS 0.5
-/* Floors only. A duty the samples need (many transitions in little time) may be this low: */
+/* A floor only: what the samples need normally sets the duty. */
 #define DUTY_MIN 0.0005
-/* one the budget sets may not: what comes in bursts (timers fired together, or late behind an
- * attach that held the target's mmap lock) is either all inside a window of 0.5 ms or not at
- * all, and such tasks' estimates then swing by orders of magnitude from epoch to epoch
- * (bench/RESULTS.md, "Sampling and estimates"). A budget too small for these windows is
- * overspent, and the debt then repaid, rather than spent on windows that mislead. */
-#define DUTY_MIN_BUDGET 0.002
 /* The duty of the first, partial epoch, before anything is measured. */
 #define DUTY_INITIAL 0.005
 
@@ -80,8 +74,7 @@ uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_pe
 double duty_transitions_needed(double hz);
 /* The duty at which windows see that many, from the last epoch's count; +inf if unknown. */
 double duty_for_samples(double hz, uint64_t eligible, uint32_t workers, double armed_ns);
-/* The duty to use: the lower of the two (by_samples: the samples' need), floored, or 1.0 once
- * continuous pays. */
-double duty_clamp(double duty, double budget, bool by_samples);
+/* The duty to use: the lower of the two, floored, or 1.0 once continuous pays. */
+double duty_clamp(double duty, double budget);
 
 #endif
