@@ -368,15 +368,17 @@ def counted_vs_truth(meta, truth, good):
 
 def check_estimates_probed(kinds, tolerance=0.20):
     """Every poll probed (--overhead-budget 100): each kind with 100 samples or more within
-    tolerance (20%) of the truth, at least two such kinds. kinds as estimate_vs_truth gives
-    them; returns the figures as text."""
+    tolerance (20%) of the truth, or within three standard errors of a draw of its n samples
+    (3 / sqrt(n), 26% at n = 129) where that is wider: a fixed 20% is 2.3 of them at n = 129,
+    and a run of the suite checks dozens of kinds. At least two kinds checked. kinds as
+    estimate_vs_truth gives them; returns the figures as text."""
     res = [f"{k}: est {got:.0f} / true {real} (n={n})" for k, (got, real, n) in kinds.items()]
     checked = 0
     for k, (got, real, n) in kinds.items():
         if n < 100:
             continue  # too few samples for a 20% bound to be meaningful
         checked += 1
-        assert abs(got - real) <= tolerance * real, "; ".join(res)
+        assert abs(got - real) <= max(tolerance, 3 / n ** 0.5) * real, "; ".join(res)
     assert checked >= 2, "fewer than 2 kinds with enough samples: " + "; ".join(res)
     return res
 
