@@ -494,8 +494,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	} else {
 		ws->prob = D9_PROB_ONE;
 	}
-	if (duty < D9_PROB_ONE)
-		ws->tokens_ns = bucket_ns;
+	ws->tokens_ns = bucket_ns;
 	ws->epoch = epoch;
 	ws->eligible = 0;
 	ws->selected = 0;
@@ -528,7 +527,6 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 	init->epoch = epoch;
 	init->calibrating = 1;
 	init->tokens_ns = bucket_ns;
-	init->refill_ns = now;
 	init->first_ns = now;
 	init->rng = mix64(seed ^ key) | 1;
 	bpf_map_update_elem(&workers, &key, init, BPF_NOEXIST);
@@ -536,26 +534,18 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 }
 
 /*
- * The hard cap, against a p made stale by a burst of work: a token bucket of bucket_ns /
- * interval tokens, refilled at hz with time while the probes stay attached. In windows it is
- * refilled whole at each epoch (epoch_roll), so it caps an epoch at the burst (2 x hz by
- * default). An epoch's selections all come in its windows, a few ms of the second, ~hz of them
- * by design: a bucket refilled at hz then hovers near empty (its level is a random walk with
- * no drift), and would cap 10-30% of worker-epochs at the defaults on the hot demo, each
- * one lost to unbiased estimates, whether refilled with time or by hz per epoch.
+ * The hard cap, against a p made stale by a burst of work: a bucket of bucket_ns / interval
+ * tokens, refilled whole at each epoch (epoch_roll), so it caps a worker-epoch at the burst
+ * (4 x hz by default). Refilled at hz with time instead, it would sit near empty after one
+ * stale epoch: a p set right selects ~hz a second, so the level then walks with no drift
+ * and caps about every other epoch after it, each one lost to unbiased estimates. In
+ * windows the same holds within the second: an epoch's selections all come in a few ms.
  */
-static __always_inline bool cap_admit(struct d9_worker_state *ws, __u64 now, bool windowed)
+static __always_inline bool cap_admit(struct d9_worker_state *ws)
 {
-	__u64 tokens = ws->tokens_ns + (windowed ? 0 : now - ws->refill_ns);
-
-	ws->refill_ns = now;
-	if (tokens > bucket_ns)
-		tokens = bucket_ns;
-	if (tokens < token_interval_ns) {
-		ws->tokens_ns = tokens;
+	if (ws->tokens_ns < token_interval_ns)
 		return false;
-	}
-	ws->tokens_ns = tokens - token_interval_ns;
+	ws->tokens_ns -= token_interval_ns;
 	return true;
 }
 
@@ -955,7 +945,7 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 	count_resume(t, f, arm, key, epoch);
 	if (ws->calibrating || !block_draw(ws))
 		return;
-	if (!cap_admit(ws, now, arm->duty < D9_PROB_ONE)) {
+	if (!cap_admit(ws)) {
 		ws->refused++;
 		ws->capped = 1;
 		return;

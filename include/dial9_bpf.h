@@ -339,8 +339,7 @@ struct d9_worker_state {
 	__u64 selected;
 	__u64 refused;
 	__u64 prob;
-	__u64 tokens_ns; /* token bucket, in nanoseconds of refill time */
-	__u64 refill_ns;
+	__u64 tokens_ns; /* token bucket, in nanoseconds of hz's interval */
 	__u64 rng;
 	__u64 first_ns; /* when the worker was first seen: its calibrating epoch is partial */
 	__u64 duty;	/* window duty of its last eligible transition */

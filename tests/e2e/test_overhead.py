@@ -4,7 +4,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import TOOL, Demo, read_metadata, read_samples, run_all, test
+from harness import (ALWAYS_ARMED, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
+                     test, tmpdir)
 
 _runs = {}
 
@@ -185,8 +186,8 @@ def windows_sized_by_samples_at_99hz():
 
 @test
 def cap_binds_only_at_the_burst_in_windows():
-    """In windows an epoch's ~hz selections all come in a few ms, so the cap's bucket is
-    refilled whole at each epoch. Refilled at hz with time (or by hz per epoch) it would sit
+    """The cap's bucket is refilled whole at each epoch: in windows an epoch's ~hz selections
+    all come in a few ms, and refilled at hz with time (or by hz per epoch) it would sit
     near empty, and 10-30% of worker-epochs at the defaults would be capped with fewer
     selections than the burst: epochs lost to unbiased estimates. So a worker-epoch is capped
     only when it wanted more than the burst."""
@@ -246,6 +247,43 @@ def cold_probes_kept_until_hit():
             f"{ovh['kept_rebuilds']} kept links; {ovh['kept_hits']} hits on kept probes "
             f"(bound {bound:.0f}); {len(late)} samples of the late tasks; "
             f"est. overhead {ovh['est_overhead_pct']:.2f}%")
+
+
+@test
+def stale_epoch_capped_alone():
+    """A worker whose work jumps (the demo's late CPU tasks start 3 s in) selects with the
+    last epoch's p, set for its quiet second, and that epoch is capped at the burst. The
+    bucket is refilled whole at the next epoch, so the cap ends with the stale p: refilled at
+    hz with time, it would stay near empty while p, now set right, selects ~hz a second, and
+    cap about every other epoch after the jump."""
+    d = Demo("--cpu-tasks", "0", "--channel-tasks", "0", "--timer-tasks", "4",
+             "--late-cpu-tasks", "8", "--late-after", "3", workers=2, mode="mix")
+    try:
+        out = tmpdir("d9stale-")
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 10, "--output", out,
+                              "--per-worker-hz", 400, "--format", "jsonl", *ALWAYS_ARMED,
+                              timeout=70)
+        assert rc == 0, err[-800:]
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    burst = meta["sampler"]["cap"]["burst"]
+    first = meta["sampling_started_at_ns"] // 10**9 + 1
+    last = meta["sampling_stopped_at_ns"] // 10**9 - 1
+    runs = []
+    for w in meta["workers"]:
+        eps = sorted((e for e in w["epochs"] if first <= e["epoch"] <= last),
+                     key=lambda e: e["epoch"])
+        flags = "".join("C" if e["capped"] else "." for e in eps)
+        runs.append(flags)
+        for e in eps:
+            assert not e["capped"] or e["selected"] >= burst, \
+                f"worker {w['worker']} capped at {e['selected']} of a {burst} burst: {flags}"
+    jumped = sum(1 for r in runs if "C" in r)
+    after = sum(r[r.index("C") + 1:].count("C") for r in runs if "C" in r)
+    assert jumped >= 1, f"no worker capped at the jump: {runs}"
+    assert after == 0, f"{after} worker-epochs capped after the jump's: {runs}"
+    return f"capped epochs per worker (C): {runs}; burst {burst}"
 
 
 if __name__ == "__main__":

@@ -395,8 +395,7 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		"\"per_worker_hz\": %" PRIu64 ", \"epoch\": \"CLOCK_MONOTONIC whole seconds\", "
 		"\"seed\": %" PRIu64
 		",\n    \"cap\": {\"kind\": \"token_bucket\", \"rate_hz\": %" PRIu64
-		", \"burst\": %" PRIu64
-		", \"refill\": \"at rate_hz; in windows, whole at each epoch\"}},\n",
+		", \"burst\": %" PRIu64 ", \"refill\": \"whole at each epoch\"}},\n",
 		o->per_worker_hz, r->seed, o->per_worker_hz, o->cap_burst);
 	fprintf(f, "  \"target\": {\"pid\": %d, \"comm\": ", t->pid);
 	json_str(f, t->comm);
