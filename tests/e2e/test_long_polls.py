@@ -157,5 +157,47 @@ def long_polls_tokio_1_53():
     return check_blocked(matrix_demo("1.53.1"), fp=False)
 
 
+def prog_runs(names):
+    """{program name: run count} of the loaded BPF programs so named (bpftool; the tests run
+    one tool at a time)."""
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
+                                      capture_output=True, text=True).stdout)
+    runs = {}
+    for p in progs:
+        if p.get("name") in names:
+            runs[p["name"]] = runs.get(p["name"], 0) + p.get("run_cnt", 0)
+    return runs
+
+
+@test
+def ticks_follow_the_target():
+    """The clock events of the long polls and the on-CPU samples follow the target's threads:
+    an idle target costs no ticks (one per CPU would run 1000 a second each, on every CPU,
+    for every profiled process of a fleet), and threads it makes later are ticked too."""
+    d = Demo("--cpu-tasks", "0", "--channel-tasks", "0", "--timer-tasks", "0",
+             "--blocking-tasks", "0", workers=2, mode="mix")
+    out = tempfile.mkdtemp(prefix="d9ticks-")
+    try:
+        p = subprocess.Popen([TOOL, "--pid", str(d.pid), "--duration", "6", "--output", out,
+                              "--quiet", "--cpu-hz", "19"], stderr=subprocess.PIPE, text=True)
+        names = ("lp_tick", "cpu_tick")
+        time.sleep(2.5)
+        r0, t0 = prog_runs(names), time.time()
+        time.sleep(3)
+        r1, t1 = prog_runs(names), time.time()
+        err = p.communicate(timeout=60)[1]
+        assert p.returncode == 0, f"tool exit {p.returncode}: {err[-800:]}"
+    finally:
+        d.stop()
+    assert set(r1) == set(names), f"programs seen: {r1}"
+    rates = {k: (r1[k] - r0[k]) / (t1 - t0) for k in names}
+    meta = read_metadata(out)
+    assert meta["long_polls"]["ticks_follow"] == "threads", meta["long_polls"]
+    assert meta["cpu_samples"]["events_follow"] == "threads", meta["cpu_samples"]
+    assert rates["lp_tick"] < 50, f"an idle target ticked: {rates}"
+    return (f"idle target: lp_tick {rates['lp_tick']:.1f}/s, cpu_tick {rates['cpu_tick']:.1f}/s"
+            f" ({meta['cpu_samples']['clock_events']} per-thread events)")
+
+
 if __name__ == "__main__":
     run_all()

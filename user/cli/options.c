@@ -124,8 +124,8 @@ static const struct argp_option argp_opts[] = {
      "0: off; a 1000 Hz clock tick and a scheduler hook, counted in the budget)",
      0},
     {"cpu-hz", OPT_CPU_HZ, "N", 0,
-     "On-CPU samples: clock ticks per second on each CPU, each tick on a worker a sample of "
-     "kind cpu naming the task it ran (default 19; 0: off)",
+     "On-CPU samples (default 19; 0: off): clock ticks per second of a target thread's CPU "
+     "time, each tick on a worker a sample of kind cpu naming the task it ran",
      0},
     {"cap-burst", OPT_CAP_BURST, "N", 0, "Hard cap: token bucket burst (default 4 x hz)", 0},
     {"seed", OPT_SEED, "N", 0, "Seed for the sampler's random selection", 0},

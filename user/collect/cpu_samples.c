@@ -26,13 +26,14 @@ void cpu_samples_configure(struct cpu_samples *cs, struct sampler_bpf *skel, uin
 	skel->rodata->cpu_period_ns = cs->period_ns;
 }
 
-void cpu_samples_start(struct cpu_samples *cs, struct sampler_bpf *skel)
+void cpu_samples_start(struct cpu_samples *cs, struct sampler_bpf *skel, int pid)
 {
 	if (!cs->hz)
 		return;
-	cs->error = clock_events_open(&cs->ev, skel->progs.cpu_tick, cs->period_ns);
+	cs->error = clock_events_open(&cs->ev, skel->progs.cpu_tick, cs->period_ns, pid);
 	cs->status = cs->error ? "no_clock_event" : "sampling";
 	cs->nevents = cs->ev.n;
+	cs->per_thread = cs->ev.per_thread;
 	if (cs->error)
 		fprintf(stderr,
 			"dial9-bpf: the on-CPU view is unavailable: no software clock event "
@@ -192,11 +193,12 @@ void cpu_samples_write_json(FILE *f, const struct cpu_samples *cs)
 {
 	fprintf(f,
 		"{\"status\": \"%s\", \"hz\": %" PRIu64 ", \"period_ns\": %" PRIu64
-		", \"clock_events\": %zu, \"error\": \"%s\", \"written\": %" PRIu64
-		", \"future_from_stack_poll\": %" PRIu64 ", \"future_from_task_id\": %" PRIu64
-		", \"future_from_harness\": %" PRIu64 ", \"future_unknown\": %" PRIu64
-		", \"scheduler\": %" PRIu64 ", \"task_id_unknown\": %" PRIu64 "}",
-		cs->status, cs->hz, cs->period_ns, cs->nevents,
+		", \"clock_events\": %zu, \"events_follow\": \"%s\", \"error\": \"%s\", "
+		"\"written\": %" PRIu64 ", \"future_from_stack_poll\": %" PRIu64
+		", \"future_from_task_id\": %" PRIu64 ", \"future_from_harness\": %" PRIu64
+		", \"future_unknown\": %" PRIu64 ", \"scheduler\": %" PRIu64
+		", \"task_id_unknown\": %" PRIu64 "}",
+		cs->status, cs->hz, cs->period_ns, cs->nevents, cs->per_thread ? "threads" : "cpus",
 		cs->error ? strerror(-cs->error) : "", cs->written, cs->by_poll, cs->by_id,
 		cs->by_harness, cs->unnamed, cs->scheduler, cs->task_unknown);
 }

@@ -31,7 +31,8 @@ struct cpu_samples {
 	uint64_t hz, period_ns;
 	int error; /* why the events could not be opened: a negative errno */
 	struct clock_events ev;
-	size_t nevents; /* CPUs ticking */
+	size_t nevents;	 /* clock events opened */
+	bool per_thread; /* they follow the target's threads, else CPUs */
 	struct {
 		uint64_t id;
 		struct task_type *type;
@@ -44,7 +45,7 @@ struct cpu_samples {
 /* Between open and load (hz 0: off). */
 void cpu_samples_configure(struct cpu_samples *cs, struct sampler_bpf *skel, uint64_t hz);
 /* Opens the clock events; one line on stderr when it cannot, and the run goes on. */
-void cpu_samples_start(struct cpu_samples *cs, struct sampler_bpf *skel);
+void cpu_samples_start(struct cpu_samples *cs, struct sampler_bpf *skel, int pid);
 void cpu_samples_stop(struct cpu_samples *cs);
 void cpu_samples_free(struct cpu_samples *cs);
 /* A park sample named task ID's type. */

@@ -21,9 +21,9 @@
 /* Park points seen inside polls before the word is trusted. */
 #define LP_MIN_OBSERVATIONS 8
 #define LP_CHECK_NS 100000000ULL
-/* Clock ticks per second per CPU for polls held on the CPU. A tick lands in a poll only while
- * its thread runs, so a worker sharing its CPU sees few ticks per poll; lower rates missed
- * and shortened more polls under load. A tick costs about a microsecond. */
+/* Clock ticks per second of a worker thread's CPU time, for polls held on the CPU. A worker
+ * sharing its CPU runs a poll in slices and sees few ticks per poll; lower rates missed and
+ * shortened more polls under load. A tick costs about a microsecond. */
 #define LP_TICK_HZ 1000
 
 void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const struct target *t,
@@ -192,7 +192,7 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 }
 
 void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
-			    const struct worker_tls *wt)
+			    const struct worker_tls *wt, int pid)
 {
 	int err;
 
@@ -208,8 +208,9 @@ void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 	skel->bss->lp_tick_ns = 1000000000ULL / LP_TICK_HZ;
 	skel->bss->lp_heap_words = wt->heap_words;
 	skel->data->lp_sched_word = (uint32_t)wt->context_word;
-	err = clock_events_open(&lp->ticks, skel->progs.lp_tick, 1000000000ULL / LP_TICK_HZ);
+	err = clock_events_open(&lp->ticks, skel->progs.lp_tick, 1000000000ULL / LP_TICK_HZ, pid);
 	lp->cpu_status = err ? "no_clock_event" : "ticking";
+	lp->ticks_per_thread = lp->ticks.per_thread;
 	if (err)
 		fprintf(stderr,
 			"dial9-bpf: long polls on the CPU are off: no software clock event "
@@ -233,12 +234,13 @@ int long_polls_finish(struct long_polls *lp)
 
 void long_polls_write_json(FILE *f, const struct long_polls *lp)
 {
-	fprintf(f,
-		"{\"status\": \"%s\", \"on_cpu\": \"%s\", \"tick_hz\": %d, \"min_ns\": %" PRIu64
-		", \"context_tp_offset\": %" PRId64
-		", \"id_word\": %d, \"id_tagged\": %s, \"observations\": %" PRIu64
-		", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64 "}",
-		lp->status, lp->cpu_status ? lp->cpu_status : "off", LP_TICK_HZ, lp->min_ns,
-		lp->ctx_off, lp->word, lp->tagged ? "true" : "false", lp->observations,
-		lp->learned_at_ns, lp->written);
+	fprintf(
+	    f,
+	    "{\"status\": \"%s\", \"on_cpu\": \"%s\", \"tick_hz\": %d, \"ticks_follow\": \"%s\", "
+	    "\"min_ns\": %" PRIu64 ", \"context_tp_offset\": %" PRId64
+	    ", \"id_word\": %d, \"id_tagged\": %s, \"observations\": %" PRIu64
+	    ", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64 "}",
+	    lp->status, lp->cpu_status ? lp->cpu_status : "off", LP_TICK_HZ,
+	    lp->ticks_per_thread ? "threads" : "cpus", lp->min_ns, lp->ctx_off, lp->word,
+	    lp->tagged ? "true" : "false", lp->observations, lp->learned_at_ns, lp->written);
 }

@@ -44,6 +44,7 @@ struct long_polls {
 	/* Polls held on the CPU: "off", "no_scheduler_context", "no_clock_event", "ticking". */
 	const char *cpu_status;
 	struct clock_events ticks;
+	bool ticks_per_thread; /* the ticks follow the target's threads, else CPUs */
 	/* The word is being learned: long polls or on-CPU samples read the running task. */
 	bool learning;
 };
@@ -61,7 +62,7 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 /* After worker_tls_resolve(): the clock ticks that find polls held on the CPU, through the
  * scheduler context it found (one line on stderr when they cannot run). */
 void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
-			    const struct worker_tls *wt);
+			    const struct worker_tls *wt, int pid);
 void long_polls_stop_ticks(struct long_polls *lp);
 /* Commits the file; 0 or a negative errno. */
 int long_polls_finish(struct long_polls *lp);

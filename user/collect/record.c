@@ -550,8 +550,8 @@ static int record_attach(struct record *r)
 			"dial9-bpf: failed to watch for exec: %s: an exec of the "
 			"same executable will not stop the run\n",
 			strerror(errno));
-	long_polls_start_ticks(&r->lp, r->skel, &r->wtls);
-	cpu_samples_start(&r->cpu, r->skel);
+	long_polls_start_ticks(&r->lp, r->skel, &r->wtls, t->pid);
+	cpu_samples_start(&r->cpu, r->skel, t->pid);
 	if (r->lp.min_ns && !(r->lp_link = bpf_program__attach(r->skel->progs.lp_switch))) {
 		fprintf(stderr,
 			"dial9-bpf: failed to attach to sched_switch: %s: long polls are off\n",
@@ -712,7 +712,8 @@ static void print_summary(struct record *r)
 	if (r->tty)
 		fputc('\n', stderr);
 	fprintf(stderr,
-		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples (%" PRIu64 " on-CPU) from %zu workers "
+		"dial9-bpf: %s after %.1fs: %" PRIu64 " samples (%" PRIu64
+		" on-CPU) from %zu workers "
 		"(%" PRIu64 " with stacks), %" PRIu64 " polls probed, %" PRIu64
 		" ring-buffer drops; wrote %s/\n",
 		run->stop_reason, (run->stopped_ns - run->started_ns) / 1e9,
