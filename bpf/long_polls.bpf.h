@@ -148,15 +148,28 @@ static __always_inline __u64 lp_current_task(void)
 	return w[1];
 }
 
+/* Threads whose worker loop runs inside a blocking task's poll since before the attach (their
+ * worker::run was not seen): that task's id, written by the loader once such a thread was seen
+ * parked in the scheduler with it current (user/collect/long_polls.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} lp_run_tasks SEC(".maps");
+
 /* The task whose poll the current thread is in, 0 when none. A worker loop run inside a
  * blocking task's poll (the thread took a worker over from block_in_place) is between polls,
  * parked or stealing, while that blocking task's id is current. */
 static __always_inline __u64 lp_polled_task(__u32 tid)
 {
-	__u64 id = lp_current_task();
+	__u64 id = lp_current_task(), *nested;
 	struct thread_state *t = id ? thread_get(tid, false) : NULL;
 
-	return t && t->run_task == id ? 0 : id;
+	if (t && t->run_task == id)
+		return 0;
+	nested = id ? bpf_map_lookup_elem(&lp_run_tasks, &tid) : NULL;
+	return nested && *nested == id ? 0 : id;
 }
 
 /* The worker the current thread runs, 0 when it runs none (a blocking-pool thread). */
@@ -231,10 +244,15 @@ static __always_inline void lp_switch_out(void *ctx, __u64 now)
 		return;
 	b->type = D9_REC_LONG_POLL;
 	b->tid = ns_tid;
+	b->host_tid = tid;
 	b->worker = worker;
 	b->task_id = task_id;
 	b->out_ns = now;
+	/* lp_zero is also lp_run_end's scratch: what it left there is not this record's. */
+	b->on_cpu = 0;
+	b->on_cpu_ns = 0;
 	b->stack_bytes = user_stack_from_kernel(ctx, b->stack);
+	count(D9_CNT_LP_SLEEPS);
 }
 
 static __always_inline void lp_switch_in(struct task_struct___d9lp *next, __u64 now)
@@ -362,6 +380,7 @@ static __always_inline void lp_run_end(void *ctx, struct lp_run *r, __u32 tid, _
 		return;
 	b->type = D9_REC_LONG_POLL;
 	b->tid = ns_tid;
+	b->host_tid = tid;
 	b->worker = worker;
 	b->task_id = r->task_id;
 	b->out_ns = r->first_ns;

@@ -320,6 +320,8 @@ struct d9_long_poll {
 	__u64 on_cpu_ns;
 	__s32 stack_bytes; /* user stack at the switch out, or a negative errno */
 	__u32 on_cpu;	   /* 1: seen running at clock ticks (blocked_ns is then 0) */
+	__u32 host_tid;	   /* tid in the root pid namespace, as the BPF maps key threads */
+	__u32 pad;
 	__u64 stack[D9_MAX_STACK_DEPTH];
 };
 
@@ -398,6 +400,7 @@ enum d9_counter {
 	D9_CNT_EBPF_UNWIND_UNCOVERED, /* at a pc no table row covers: the stack is truncated */
 	D9_CNT_EBPF_UNWIND_ERRORS,    /* a stack read failed or the walk made no progress */
 	D9_CNT_EBPF_UNWIND_DEPTH,     /* D9_MAX_STACK_DEPTH frames taken */
+	D9_CNT_LP_SLEEPS, /* a worker slept inside a poll: its stack taken, in case it is long */
 	D9_CNT_MAX,
 };
 

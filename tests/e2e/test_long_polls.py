@@ -199,5 +199,34 @@ def ticks_follow_the_target():
             f" ({meta['cpu_samples']['clock_events']} per-thread events)")
 
 
+@test
+def parked_workers_are_not_long_polls():
+    """A thread that took a worker over from block_in_place before the attach runs the worker
+    loop inside that blocking task's poll, so the task's id stays current while it parks: on
+    the mix demo with 32 workers on 2 CPUs dozens of such parks a second passed for blocked
+    polls. The first one the loader sees tells the sampler to skip the thread's parks."""
+    d = Demo(workers=32, mode="mix")
+    out = tempfile.mkdtemp(prefix="d9nested-")
+    try:
+        d.wait_seconds(2)
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 8, "--output", out, timeout=70,
+                              windows=True)
+        assert rc == 0, err[-800:]
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    parks = []
+    with open(os.path.join(out, "long_polls.jsonl")) as f:
+        for line in f:
+            names = [fr.get("name") or "" for fr in json.loads(line)["stack"]]
+            if any("multi_thread::park::" in n for n in names):
+                parks.append(names[:4])
+    assert not parks, f"{len(parks)} parked workers written as long polls: {parks[:2]}"
+    lp = meta["long_polls"]
+    assert lp["nested_worker_loops"] >= 1, lp
+    return (f"{lp['nested_worker_loops']} nested worker loops learned, {lp['written']} long "
+            f"polls written, {meta['counters']['sleeps_in_polls']} in-poll sleeps' stacks taken")
+
+
 if __name__ == "__main__":
     run_all()

@@ -31,6 +31,7 @@ void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const
 {
 	memset(lp, 0, sizeof(*lp));
 	lp->word = -1;
+	lp->run_tasks_fd = -1;
 	lp->status = "off";
 	if (!min_ns && !read_task)
 		return;
@@ -141,6 +142,32 @@ static void put_stack(struct json_buf *b, const struct task_frame *fr, size_t n)
 	json_buf_lit(b, "]}\n");
 }
 
+/* Whether a stack is a multi-thread worker parking: its Parker or its Context's park. */
+static bool worker_parks(const struct task_frame *fr, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *s = fr[i].name;
+
+		if (s && strstr(s, "scheduler::multi_thread::") &&
+		    (strstr(s, "park::Parker") || strstr(s, "park::Inner") ||
+		     (strstr(s, "worker::Context") && strstr(s, "::park"))))
+			return true;
+	}
+	return false;
+}
+
+/* A thread seen blocked "inside a poll" while its worker parks: its worker loop runs in that
+ * task's poll (a block_in_place handoff from before the attach). The sampler is told, so
+ * that its parks cost no stack again, and no long poll is written. */
+static void note_nested_loop(struct long_polls *lp, const struct d9_long_poll *r)
+{
+	uint32_t tid = r->host_tid;
+	uint64_t id = r->task_id;
+
+	if (lp->run_tasks_fd >= 0 && !bpf_map_update_elem(lp->run_tasks_fd, &tid, &id, BPF_ANY))
+		lp->nested_loops++;
+}
+
 int long_polls_handle(struct long_polls *lp, struct collector *c, const void *data, size_t size)
 {
 	static struct task_frame frames[COLLECTOR_MAX_FRAMES];
@@ -155,6 +182,10 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 	if (r->stack_bytes > 0)
 		n = collector_symbolize(c, (const uint64_t *)r->stack, (size_t)r->stack_bytes / 8,
 					frames);
+	if (!r->on_cpu && worker_parks(frames, n)) {
+		note_nested_loop(lp, r);
+		return 0;
+	}
 	w = collector_worker(c, r->worker);
 	future = task_types_stack_future(frames, n);
 	b->len = 0;
@@ -198,6 +229,7 @@ void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 
 	if (!lp->min_ns)
 		return;
+	lp->run_tasks_fd = bpf_map__fd(skel->maps.lp_run_tasks);
 	lp->cpu_status = "no_scheduler_context";
 	if (strcmp(wt->status, "resolved") || !wt->heap_words) {
 		fprintf(stderr, "dial9-bpf: long polls on the CPU are off: the workers' scheduler "
@@ -239,8 +271,10 @@ void long_polls_write_json(FILE *f, const struct long_polls *lp)
 	    "{\"status\": \"%s\", \"on_cpu\": \"%s\", \"tick_hz\": %d, \"ticks_follow\": \"%s\", "
 	    "\"min_ns\": %" PRIu64 ", \"context_tp_offset\": %" PRId64
 	    ", \"id_word\": %d, \"id_tagged\": %s, \"observations\": %" PRIu64
-	    ", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64 "}",
+	    ", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64
+	    ", \"nested_worker_loops\": %" PRIu64 "}",
 	    lp->status, lp->cpu_status ? lp->cpu_status : "off", LP_TICK_HZ,
 	    lp->ticks_per_thread ? "threads" : "cpus", lp->min_ns, lp->ctx_off, lp->word,
-	    lp->tagged ? "true" : "false", lp->observations, lp->learned_at_ns, lp->written);
+	    lp->tagged ? "true" : "false", lp->observations, lp->learned_at_ns, lp->written,
+	    lp->nested_loops);
 }

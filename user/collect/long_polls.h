@@ -45,6 +45,11 @@ struct long_polls {
 	const char *cpu_status;
 	struct clock_events ticks;
 	bool ticks_per_thread; /* the ticks follow the target's threads, else CPUs */
+	/* Worker loops nested in a blocking task's poll since before the attach, found parked
+	 * with that task current (not long polls): the map the sampler skips them by, and how
+	 * many threads were added to it. */
+	int run_tasks_fd;
+	uint64_t nested_loops;
 	/* The word is being learned: long polls or on-CPU samples read the running task. */
 	bool learning;
 };

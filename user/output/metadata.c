@@ -59,6 +59,7 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_EBPF_UNWIND_UNCOVERED] = "ebpf_unwind_uncovered",
     [D9_CNT_EBPF_UNWIND_ERRORS] = "ebpf_unwind_errors",
     [D9_CNT_EBPF_UNWIND_DEPTH] = "ebpf_unwind_max_depth",
+    [D9_CNT_LP_SLEEPS] = "sleeps_in_polls",
 };
 
 /* --unwind ebpf: the tables the BPF walker used, and how its walks ended. */
