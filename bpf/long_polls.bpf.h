@@ -258,8 +258,13 @@ static __always_inline void lp_switch_out(void *ctx, __u64 now)
 static __always_inline void lp_switch_in(struct task_struct___d9lp *next, __u64 now)
 {
 	__u32 tid = BPF_CORE_READ(next, pid);
-	struct d9_long_poll *b = bpf_map_lookup_elem(&lp_blocked, &tid);
+	struct d9_long_poll *b;
 
+	/* Every switch of the machine comes here: another process's thread leaves before the
+	 * map lookup (tgids are the root namespace's unless pidns_ino says otherwise). */
+	if (!pidns_ino && (__u32)BPF_CORE_READ(next, tgid) != targ_tgid)
+		return;
+	b = bpf_map_lookup_elem(&lp_blocked, &tid);
 	if (!b)
 		return;
 	b->blocked_ns = now - b->out_ns;
