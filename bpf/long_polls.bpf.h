@@ -186,7 +186,7 @@ static __always_inline __u64 lp_worker(__u32 tid)
 /* The scheduler context (user/target/worker_tls.c found it at the attach): the TLS variable
  * at lp_sched_off, its word lp_sched_word; lp_heap_words marks its word holding the Core. */
 __s64 lp_sched_off = 0;
-__u64 lp_tick_ns = 0; /* the clock event's period */
+__u64 lp_tick_ns = 0; /* the ticks' period */
 __u32 lp_sched_word = D9_LP_UNLEARNED;
 __u32 lp_heap_words = 0; /* words of that context pointing to the Core (and deferred wakers) */
 
@@ -293,9 +293,9 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 }
 
 /*
- * On the CPU: a software clock event per CPU (lp_tick) finds the worker's current task and a
- * hash of its Core (Tokio bumps Core.tick for every task it takes from a queue, so two polls
- * of one task differ in it). The same task and Core at consecutive ticks is one poll going
+ * On the CPU: a tick (the scheduler's, or a software clock event, below) finds the worker's current
+ * task and a hash of its Core (Tokio bumps Core.tick for every task it takes from a queue, so two
+ * polls of one task differ in it). The same task and Core at consecutive ticks is one poll going
  * on; when it ends (another task, another Core, none), a run spanning lp_min_ns or more is
  * sent. The scheduler context is found as user/target/worker_tls.c found it at the attach: the TLS
  * variable at lp_sched_off, its word lp_sched_word; the hash covers what that context's heap
@@ -423,8 +423,7 @@ static __always_inline __s32 lp_take_stack(void *ctx, __u32 tid)
 	return user_stack_from_kernel(ctx, sb->ips);
 }
 
-SEC("perf_event")
-int lp_tick(void *ctx)
+static __always_inline int lp_tick_body(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), now, task_id, hash, worker;
 	__u32 tid = (__u32)id, pid, ns_tid;
@@ -470,6 +469,35 @@ int lp_tick(void *ctx)
 	else
 		bpf_map_update_elem(&lp_runs, &tid, &fresh, BPF_ANY);
 	return 0;
+}
+
+/* The kernel's own scheduler tick, where its period suits the threshold: it interrupts a busy
+ * CPU anyway, so the tick costs the program's run and nothing more, where a clock event of
+ * our own is an interrupt of its own (some 15 us of the thread's time in a VM). The tick is an
+ * hrtimer whose handler (lp_tick_fn, from kallsyms: user/collect/sched_tick.c) runs in the
+ * interrupted thread's context; every hrtimer of every CPU comes here, others leaving at the
+ * function check and other processes' threads at the tgid check. */
+const volatile __u64 lp_tick_fn = 0;
+
+struct hrtimer___d9 {
+	void *function;
+} __attribute__((preserve_access_index));
+
+SEC("raw_tp/hrtimer_expire_entry")
+int lp_sched_tick(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct hrtimer___d9 *t = (void *)ctx->args[0];
+
+	if (!lp_tick_fn || (__u64)BPF_CORE_READ(t, function) != lp_tick_fn)
+		return 0;
+	return lp_tick_body(ctx);
+}
+
+/* Where the scheduler tick cannot serve: a software clock event per target thread. */
+SEC("perf_event")
+int lp_tick(void *ctx)
+{
+	return lp_tick_body(ctx);
 }
 
 #endif

@@ -30,6 +30,8 @@ ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("--seg", type=int, default=15)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--mode", default="hot")
+ap.add_argument("--workers", type=int, default=2,
+                help="the demo's workers (1 keeps a CPU free for the tool: steadier figures)")
 ap.add_argument("--tool", default=os.path.join(ROOT, "build", "dial9-bpf"))
 ap.add_argument("configs", nargs="+",
                 help="NAME[:ENV=V,...[:EXTRA ARGS]]; TOOLBIN=PATH in the env part picks a binary")
@@ -44,7 +46,7 @@ for c in a.configs:
     env = dict(kv.split("=",1) for kv in parts[1].split(",") if kv) if len(parts) > 1 else {}
     extra = parts[2].split() if len(parts) > 2 else []
     cfgs.append((parts[0], env, extra))
-demo = bo.Demo(wd, a.mode, 2)
+demo = bo.Demo(wd, a.mode, a.workers)
 time.sleep(3)
 segs = []
 def base(i):

@@ -121,7 +121,7 @@ static const struct argp_option argp_opts[] = {
     {"per-worker-hz", 'F', "N", 0, "Samples per second per worker (default 10)", 0},
     {"long-poll-ms", OPT_LONG_POLL_MS, "MS", 0,
      "Write every poll that holds its worker MS or more to long_polls.jsonl (default 10; "
-     "0: off; a 1000 Hz clock tick and a scheduler hook, counted in the budget)",
+     "0: off; the kernel's scheduler tick and a scheduler hook, counted in the budget)",
      0},
     {"cpu-hz", OPT_CPU_HZ, "N", 0,
      "On-CPU samples (default 19; 0: off): clock ticks per second of a target thread's CPU "

@@ -13,6 +13,7 @@
 #include "collector.h"
 #include "dial9_bpf.h"
 #include "long_polls.h"
+#include "sched_tick.h"
 #include "sampler.skel.h"
 #include "task_sample.h"
 #include "task_types.h"
@@ -29,10 +30,13 @@
 void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const struct target *t,
 			  uint64_t min_ns, bool read_task)
 {
+	uint64_t handler = 0;
+
 	memset(lp, 0, sizeof(*lp));
 	lp->word = -1;
 	lp->run_tasks_fd = -1;
 	lp->status = "off";
+	bpf_program__set_autoload(skel->progs.lp_sched_tick, false);
 	if (!min_ns && !read_task)
 		return;
 	if (!worker_tls_context_offset(t, &lp->ctx_off)) {
@@ -50,6 +54,14 @@ void long_polls_configure(struct long_polls *lp, struct sampler_bpf *skel, const
 	skel->rodata->lp_min_ns = min_ns;
 	skel->rodata->lp_read_task = 1;
 	skel->rodata->lp_ctx_off = lp->ctx_off;
+	/* A run is written when its ticks span the threshold: two at least, so a period of
+	 * half of it. */
+	if (min_ns && !sched_tick_find(min_ns / 2, &handler, &lp->tick_ns, &lp->no_sched_tick)) {
+		lp->sched_tick = true;
+		skel->rodata->lp_tick_fn = handler;
+		bpf_program__set_autoload(skel->progs.lp_sched_tick, true);
+		bpf_program__set_autoload(skel->progs.lp_tick, false);
+	}
 }
 
 int long_polls_open(struct long_polls *lp, const struct out_dir *d)
@@ -222,6 +234,19 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 	return ferror(lp->out.f) ? -EIO : 0;
 }
 
+static void start_sched_tick(struct long_polls *lp, struct sampler_bpf *skel)
+{
+	skel->bss->lp_tick_ns = lp->tick_ns;
+	lp->tick_link = bpf_program__attach(skel->progs.lp_sched_tick);
+	lp->cpu_status = lp->tick_link ? "ticking" : "no_tick";
+	lp->ticks_follow = "scheduler_tick";
+	if (!lp->tick_link)
+		fprintf(stderr,
+			"dial9-bpf: failed to attach to hrtimer_expire_entry: %s: long polls on "
+			"the CPU are off\n",
+			strerror(errno));
+}
+
 void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 			    const struct worker_tls *wt, int pid)
 {
@@ -237,12 +262,17 @@ void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 		return;
 	}
 	skel->bss->lp_sched_off = wt->tp_offset;
-	skel->bss->lp_tick_ns = 1000000000ULL / LP_TICK_HZ;
 	skel->bss->lp_heap_words = wt->heap_words;
 	skel->data->lp_sched_word = (uint32_t)wt->context_word;
-	err = clock_events_open(&lp->ticks, skel->progs.lp_tick, 1000000000ULL / LP_TICK_HZ, pid);
+	if (lp->sched_tick) {
+		start_sched_tick(lp, skel);
+		return;
+	}
+	lp->tick_ns = 1000000000ULL / LP_TICK_HZ;
+	skel->bss->lp_tick_ns = lp->tick_ns;
+	err = clock_events_open(&lp->ticks, skel->progs.lp_tick, lp->tick_ns, pid);
 	lp->cpu_status = err ? "no_clock_event" : "ticking";
-	lp->ticks_per_thread = lp->ticks.per_thread;
+	lp->ticks_follow = lp->ticks.per_thread ? "threads" : "cpus";
 	if (err)
 		fprintf(stderr,
 			"dial9-bpf: long polls on the CPU are off: no software clock event "
@@ -252,6 +282,8 @@ void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 
 void long_polls_stop_ticks(struct long_polls *lp)
 {
+	bpf_link__destroy(lp->tick_link);
+	lp->tick_link = NULL;
 	clock_events_close(&lp->ticks);
 }
 
@@ -268,13 +300,16 @@ void long_polls_write_json(FILE *f, const struct long_polls *lp)
 {
 	fprintf(
 	    f,
-	    "{\"status\": \"%s\", \"on_cpu\": \"%s\", \"tick_hz\": %d, \"ticks_follow\": \"%s\", "
+	    "{\"status\": \"%s\", \"on_cpu\": \"%s\", \"tick_hz\": %.0f, \"ticks_follow\": \"%s\", "
+	    "\"scheduler_tick\": \"%s\", "
 	    "\"min_ns\": %" PRIu64 ", \"context_tp_offset\": %" PRId64
 	    ", \"id_word\": %d, \"id_tagged\": %s, \"observations\": %" PRIu64
 	    ", \"learned_at_ns\": %" PRIu64 ", \"written\": %" PRIu64
 	    ", \"nested_worker_loops\": %" PRIu64 "}",
-	    lp->status, lp->cpu_status ? lp->cpu_status : "off", LP_TICK_HZ,
-	    lp->ticks_per_thread ? "threads" : "cpus", lp->min_ns, lp->ctx_off, lp->word,
-	    lp->tagged ? "true" : "false", lp->observations, lp->learned_at_ns, lp->written,
-	    lp->nested_loops);
+	    lp->status, lp->cpu_status ? lp->cpu_status : "off",
+	    lp->tick_ns ? 1e9 / (double)lp->tick_ns : 0.0,
+	    lp->ticks_follow ? lp->ticks_follow : "none",
+	    lp->sched_tick ? "used" : (lp->no_sched_tick ? lp->no_sched_tick : "off"), lp->min_ns,
+	    lp->ctx_off, lp->word, lp->tagged ? "true" : "false", lp->observations,
+	    lp->learned_at_ns, lp->written, lp->nested_loops);
 }

@@ -41,10 +41,16 @@ struct long_polls {
 	struct out_file out;
 	bool open;
 	struct json_buf line;
-	/* Polls held on the CPU: "off", "no_scheduler_context", "no_clock_event", "ticking". */
+	/* Polls held on the CPU: "off", "no_scheduler_context", "no_clock_event", "no_tick",
+	 * "ticking". */
 	const char *cpu_status;
 	struct clock_events ticks;
-	bool ticks_per_thread; /* the ticks follow the target's threads, else CPUs */
+	/* The ticks: the scheduler's (tick_link) where it serves, else clock events. */
+	struct bpf_link *tick_link;
+	bool sched_tick;	   /* prepared before load: the scheduler's tick will serve */
+	const char *no_sched_tick; /* why it does not, in a word */
+	uint64_t tick_ns;
+	const char *ticks_follow; /* "scheduler_tick", "threads", "cpus" */
 	/* Worker loops nested in a blocking task's poll since before the attach, found parked
 	 * with that task current (not long polls): the map the sampler skips them by, and how
 	 * many threads were added to it. */

@@ -719,8 +719,8 @@ static void read_counters(struct arming *a, struct reading *r)
 	r->capture = counter(a, D9_CNT_CAPTURE_NS);
 	r->cpu = target_cpu_ns(a->t->pid);
 	r->tool = process_cpu_ns();
-	r->side = prog_run_ns(a->skel->progs.lp_tick) + prog_run_ns(a->skel->progs.lp_switch) +
-		  prog_run_ns(a->skel->progs.cpu_tick);
+	r->side = prog_run_ns(a->skel->progs.lp_tick) + prog_run_ns(a->skel->progs.lp_sched_tick) +
+		  prog_run_ns(a->skel->progs.lp_switch) + prog_run_ns(a->skel->progs.cpu_tick);
 }
 
 static struct duty_limits duty_limits_of(const struct arming *a)

@@ -82,7 +82,8 @@ void attach_prepare(struct sampler_bpf *skel, bool multi)
 
 	session_links = multi && session_supported();
 	if (multi) {
-		bpf_object__for_each_program(prog, skel->obj)
+		bpf_object__for_each_program(prog, skel->obj) if (bpf_program__type(prog) ==
+								  BPF_PROG_TYPE_KPROBE)
 		    bpf_program__set_expected_attach_type(prog, D9_BPF_TRACE_UPROBE_MULTI);
 	}
 	if (session_links)
