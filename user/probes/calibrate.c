@@ -13,10 +13,12 @@
 #include "target.h"
 #include "util_clock.h"
 
-#define CALIB_CALLS 4000
-/* A single-stepped hit costs some 30 times an emulated one, so as many of them as
- * CALIB_CALLS would make the calibration most of a short profile's cost; 500 still take
+/* A round of 1000 hits takes 0.5-5 ms of thread CPU, a few interrupts' worth of noise, which
+ * the best of three rounds leaves out; more rounds or hits make the calibration a large part
+ * of a run's start-up CPU, and the hits measured inside the target (lean windows) refine it
+ * anyway. A single-stepped hit costs some 30 times an emulated one: 500 of them still take
  * several milliseconds a round, enough to time. */
+#define CALIB_CALLS 1000
 #define CALIB_CALLS_XOL 500
 
 /* The probed functions, in assembly so their first instruction is known: the cost of a hit
