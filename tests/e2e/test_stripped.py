@@ -271,7 +271,9 @@ def cgroup_supervisor():
     try:
         time.sleep(1)
         out = os.path.join(tmpdir("d9stripped-cg-"), "run")
-        rc, _, err = run_tool("--cgroup", cg, "-d", DURATION, "-o", out, "-q", "--format",
+        # Longer than the --pid runs: the child is found and attached after the supervisor's
+        # own start, and a one-worker child gives ~10 park samples a second after that.
+        rc, _, err = run_tool("--cgroup", cg, "-d", "5", "-o", out, "-q", "--format",
                               "jsonl", "--debug-dir", os.path.join(s["dir"], "tree"),
                               env=env(), timeout=60)
         assert rc == 0, f"exit {rc}: {err[-1500:]}"
