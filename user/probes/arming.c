@@ -562,6 +562,12 @@ static void target_hit_cost(struct arming *a)
 	c = ((double)counter(a, D9_CNT_FULL_BUSY_NS) / pf -
 	     (double)counter(a, D9_CNT_LEAN_BUSY_NS) / pl) /
 	    dh;
+	if (a->verbose)
+		fprintf(stderr,
+			"dial9-bpf: hit cost in the target: polls %.0f full, %.0f lean; hits a "
+			"poll %.2f, %.2f; busy a poll %.0f, %.0f ns: %.0f ns a hit\n",
+			pf, pl, hf, hl, (double)counter(a, D9_CNT_FULL_BUSY_NS) / pf,
+			(double)counter(a, D9_CNT_LEAN_BUSY_NS) / pl, c);
 	pthread_mutex_lock(&a->lock);
 	calib = a->cost.entry_ns + a->bpf_run_ns;
 	/* Far from the calibration: the two kinds of window saw different work; keep it. */
