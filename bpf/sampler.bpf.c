@@ -429,8 +429,23 @@ static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
 	bpf_ringbuf_submit(e, rb_flags);
 }
 
+/* The eligible transitions a worker of this full-coverage rate (x 2^16) makes in windows of
+ * this duty. */
+static __always_inline __u64 windowed_count(__u64 rate, __u64 duty)
+{
+	return ((rate >> 16) * (duty >> 16)) >> 16;
+}
+
+static __always_inline __u64 prob_for(__u64 expected)
+{
+	__u64 p = expected ? (per_worker_hz << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
+
+	return p > D9_PROB_ONE ? D9_PROB_ONE : p;
+}
+
 /*
- * dial9's per_worker_bernoulli_v1: the first epoch a worker is seen in calibrates (p = 0);
+ * dial9's per_worker_bernoulli_v1: the first epoch a worker is seen in calibrates (p = 0;
+ * with windows, only before any worker has sampled: worker_seed);
  * after that p = min(1, hz / eligible transitions of the previous epoch), and p = 1 when the
  * previous epoch was idle or further back than one epoch.
  */
@@ -484,16 +499,10 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 		}
 		for (int i = 0; i < 8 && epoch > ws->epoch + 1 + i && ws->rate_n >= 2; i++)
 			ws->rate = ws->rate - ws->rate / 4;
-		prev = ((ws->rate >> 16) * (duty >> 16)) >> 16;
+		prev = windowed_count(ws->rate, duty);
 		consecutive = ws->rate > 0;
 	}
-	if (consecutive && prev > 0) {
-		__u64 p = (per_worker_hz << D9_PROB_SHIFT) / prev;
-
-		ws->prob = p > D9_PROB_ONE ? D9_PROB_ONE : p;
-	} else {
-		ws->prob = D9_PROB_ONE;
-	}
+	ws->prob = consecutive && prev > 0 ? prob_for(prev) : D9_PROB_ONE;
 	ws->tokens_ns = bucket_ns;
 	ws->epoch = epoch;
 	ws->eligible = 0;
@@ -513,7 +522,31 @@ struct {
 	__type(value, struct d9_worker_state);
 } worker_init SEC(".maps");
 
-static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now)
+/* Windows: the full-coverage rate (x 2^16) of the run's sampled workers, set by the loader
+ * each epoch once one has sampled (user/probes/arming.c); 0 before. */
+__u64 seed_rate = 0;
+
+/*
+ * A worker first seen in a window after others have sampled starts from their rate instead of
+ * calibrating. With many more workers than CPUs a window of a few ms finds a worker seldom,
+ * and its first sighting may come seconds into the run: a calibrating epoch selects nothing,
+ * so every resume it made before that sighting had no chance of a sample, and estimates
+ * over those epochs came out low (CPU tasks at 0.64 with 32 workers on 2 CPUs). Any p fixed
+ * before the draw keeps the estimator unbiased; one far off is what the cap is for.
+ */
+static __always_inline void worker_seed(struct d9_worker_state *ws, __u64 duty)
+{
+	if (!seed_rate || duty >= D9_PROB_ONE) {
+		ws->calibrating = 1;
+		return;
+	}
+	ws->rate = seed_rate;
+	ws->rate_n = 1;
+	ws->prob = prob_for(windowed_count(seed_rate, duty));
+}
+
+static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now,
+							  __u64 duty)
 {
 	struct d9_worker_state *ws = bpf_map_lookup_elem(&workers, &key), *init;
 	__u32 zero = 0;
@@ -525,7 +558,7 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 		return NULL;
 	__builtin_memset(init, 0, sizeof(*init));
 	init->epoch = epoch;
-	init->calibrating = 1;
+	worker_seed(init, duty);
 	init->tokens_ns = bucket_ns;
 	init->first_ns = now;
 	init->rng = mix64(seed ^ key) | 1;
@@ -931,7 +964,7 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 	count(D9_CNT_ELIGIBLE);
 	key = t->worker_ptr ? t->worker_ptr : (tid | D9_WORKER_TID_FLAG);
 	epoch = now / D9_NSEC_PER_SEC;
-	ws = worker_get(key, epoch, now);
+	ws = worker_get(key, epoch, now, arm->duty);
 	if (!ws)
 		return;
 	ws->last_tid = tid;

@@ -48,6 +48,42 @@ def per_worker_epoch_samples(samples):
 
 
 @test
+def workers_seen_late_sample_at_once():
+    """A worker can be first seen seconds into the run: with many more workers than CPUs a
+    window of a few ms finds it seldom, or it was idle until then. Such a worker starts from
+    the rate of the
+    workers already sampled instead of calibrating: a calibrating epoch selects nothing, so
+    every resume it made before that sighting had no chance of a sample."""
+    # One CPU task at first, so most workers park and are not seen; then a dozen more, which
+    # the idle workers steal from: first seen seconds into the run.
+    d = Demo("--cpu-tasks", "1", "--timer-tasks", "0", "--channel-tasks", "0",
+             "--blocking-tasks", "0", "--late-cpu-tasks", "12", "--late-after", "5",
+             workers=6, mode="mix")
+    out = tempfile.mkdtemp(prefix="d9late-")
+    try:
+        d.wait_seconds(2)
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 8, "--output", out, timeout=70,
+                              windows=True)
+        assert rc == 0, err[-800:]
+    finally:
+        d.stop()
+    meta = read_metadata(out)
+    firsts = {w["worker"]: w["epochs"][0] for w in meta["workers"] if w["epochs"]}
+    sampled = [e["epoch"] for w in meta["workers"] for e in w["epochs"]
+               if not e["calibrating"]]
+    assert sampled, "no worker sampled"
+    # The loader hands the sampler the others' rate as each epoch closes, so from the epoch
+    # after the first sampled one.
+    late = {w: e for w, e in firsts.items() if e["epoch"] > min(sampled) + 1}
+    assert late, f"every worker was first seen by {min(sampled) + 1}: nothing to check"
+    calibrating = [w for w, e in late.items() if e["calibrating"]]
+    assert not calibrating, f"workers first seen late calibrated: {calibrating}"
+    return (f"{len(firsts)} workers seen, {len(late)} first seen after the first two sampled "
+            f"epochs, none calibrating; {sum(e['selected'] for e in late.values())} samples in "
+            "their first epochs")
+
+
+@test
 def budget_per_worker_hz20():
     hz = 20
     out, samples, meta, _ = profiled(hz, budget=100)

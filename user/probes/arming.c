@@ -664,20 +664,30 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
 	       xol * (a->cost.xol_ns + a->bpf_run_ns) + (double)dcapture;
 }
 
-/* Workers that made an eligible transition in the last two epochs. */
+/* Workers that made an eligible transition in the last two epochs; and, for the sampler to
+ * start a worker it has not seen yet from (worker_seed in sampler.bpf.c), the mean
+ * full-coverage rate of those with one. */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.workers);
 	uint64_t key, next, *prev = NULL;
 	struct d9_worker_state ws;
-	uint32_t n = 0;
+	uint32_t n = 0, nrated = 0;
+	double rates = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!bpf_map_lookup_elem(fd, &key, &ws) && ws.epoch + 2 >= epoch)
-			n++;
+		if (bpf_map_lookup_elem(fd, &key, &ws) || ws.epoch + 2 < epoch)
+			continue;
+		n++;
+		if (ws.rate && !ws.calibrating) {
+			rates += (double)ws.rate;
+			nrated++;
+		}
 	}
+	if (nrated)
+		a->skel->bss->seed_rate = (uint64_t)(rates / nrated);
 	return n;
 }
 
