@@ -212,6 +212,20 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
     return p.returncode, out, err
 
 
+def profile_demo(demo, seconds, prefix, *args, warmup=2):
+    """Profiles a started Demo at the defaults (windows) for seconds after warmup seconds of
+    its own, stops it, and returns the output directory; asserts a clean exit."""
+    out = tempfile.mkdtemp(prefix=prefix)
+    try:
+        demo.wait_seconds(warmup)
+        rc, _, err = run_tool("--pid", demo.pid, "--duration", seconds, "--output", out, *args,
+                              timeout=seconds + 62, windows=True)
+        assert rc == 0, err[-800:]
+    finally:
+        demo.stop()
+    return out
+
+
 def wait_stderr(errf, needle, p, timeout=20):
     """Waits until the file errf (a background tool's stderr) contains needle."""
     deadline = time.time() + timeout

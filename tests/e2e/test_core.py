@@ -9,7 +9,7 @@ import time
 
 from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, check_estimates_probed,
                      check_estimates_windowed, complete_epochs, frame_names, read_metadata,
-                     read_samples, run_all, run_tool, test)
+                     profile_demo, read_samples, run_all, run_tool, test)
 from harness import estimate_vs_truth as estimate_vs_truth_of
 
 _cache = {}
@@ -59,14 +59,7 @@ def workers_seen_late_sample_at_once():
     d = Demo("--cpu-tasks", "1", "--timer-tasks", "0", "--channel-tasks", "0",
              "--blocking-tasks", "0", "--late-cpu-tasks", "12", "--late-after", "5",
              workers=6, mode="mix")
-    out = tempfile.mkdtemp(prefix="d9late-")
-    try:
-        d.wait_seconds(2)
-        rc, _, err = run_tool("--pid", d.pid, "--duration", 8, "--output", out, timeout=70,
-                              windows=True)
-        assert rc == 0, err[-800:]
-    finally:
-        d.stop()
+    out = profile_demo(d, 8, "d9late-")
     meta = read_metadata(out)
     firsts = {w["worker"]: w["epochs"][0] for w in meta["workers"] if w["epochs"]}
     sampled = [e["epoch"] for w in meta["workers"] for e in w["epochs"]

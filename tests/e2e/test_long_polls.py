@@ -13,8 +13,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (DEMO_FP, ROOT, TOOL, Demo, frame_names, read_metadata, run_all, run_tool,
-                     test)
+from harness import (DEMO_FP, ROOT, TOOL, Demo, frame_names, profile_demo, read_metadata,
+                     run_all, run_tool, test)
 
 TRUTH = {"spin": (20e6, 250e6), "sleep": (15e6, 400e6)}
 
@@ -253,14 +253,7 @@ def parked_workers_are_not_long_polls():
     the mix demo with 32 workers on 2 CPUs dozens of such parks a second passed for blocked
     polls. The first one the loader sees tells the sampler to skip the thread's parks."""
     d = Demo(workers=32, mode="mix")
-    out = tempfile.mkdtemp(prefix="d9nested-")
-    try:
-        d.wait_seconds(2)
-        rc, _, err = run_tool("--pid", d.pid, "--duration", 8, "--output", out, timeout=70,
-                              windows=True)
-        assert rc == 0, err[-800:]
-    finally:
-        d.stop()
+    out = profile_demo(d, 8, "d9nested-")
     meta = read_metadata(out)
     parks = []
     with open(os.path.join(out, "long_polls.jsonl")) as f:
