@@ -473,7 +473,7 @@ static __always_inline int lp_tick_body(void *ctx)
 
 /* The kernel's own scheduler tick, where its period suits the threshold: it interrupts a busy
  * CPU anyway, so the tick costs the program's run and nothing more, where a clock event of
- * our own is an interrupt of its own (some 15 us of the thread's time in a VM). The tick is an
+ * our own is an interrupt of its own, dear on VMs. The tick is an
  * hrtimer whose handler (lp_tick_fn, from kallsyms: user/collect/sched_tick.c) runs in the
  * interrupted thread's context; every hrtimer of every CPU comes here, others leaving at the
  * function check and other processes' threads at the tgid check. */

@@ -178,9 +178,8 @@ struct stack_buf {
 };
 
 /* Threads that ran a probed function: the workers and the blocking pool (512 threads at
- * Tokio's default) fit four times over. An LRU map is preallocated whole at load, and each
- * entry is ~1.6 KB: at 8192 entries it took 13 MB of kernel memory per profiled process and
- * ~25 ms of the run's start. */
+ * Tokio's default) fit four times over. Not more: an LRU map is preallocated whole at load,
+ * some 1.6 KB an entry, in kernel memory per profiled process and in the run's start. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 2048);
@@ -534,9 +533,9 @@ __u64 seed_rate = 0;
  * A worker first seen in a window after others have sampled starts from their rate instead of
  * calibrating. With many more workers than CPUs a window of a few ms finds a worker seldom,
  * and its first sighting may come seconds into the run: a calibrating epoch selects nothing,
- * so every resume it made before that sighting had no chance of a sample, and estimates
- * over those epochs came out low (CPU tasks at 0.64 with 32 workers on 2 CPUs). Any p fixed
- * before the draw keeps the estimator unbiased; one far off is what the cap is for.
+ * so every resume it made before that sighting would have had no chance of a sample, and
+ * estimates over those epochs would come out low. Any p fixed before the draw keeps the
+ * estimator unbiased; one far off is what the cap is for.
  */
 static __always_inline void worker_seed(struct d9_worker_state *ws, __u64 duty)
 {

@@ -238,13 +238,18 @@ static void start_sched_tick(struct long_polls *lp, struct sampler_bpf *skel)
 {
 	skel->bss->lp_tick_ns = lp->tick_ns;
 	lp->tick_link = bpf_program__attach(skel->progs.lp_sched_tick);
-	lp->cpu_status = lp->tick_link ? "ticking" : "no_tick";
-	lp->ticks_follow = "scheduler_tick";
-	if (!lp->tick_link)
-		fprintf(stderr,
-			"dial9-bpf: failed to attach to hrtimer_expire_entry: %s: long polls on "
-			"the CPU are off\n",
-			strerror(errno));
+	if (lp->tick_link) {
+		lp->cpu_status = "ticking";
+		lp->ticks_follow = "scheduler_tick";
+		return;
+	}
+	fprintf(stderr,
+		"dial9-bpf: failed to attach to hrtimer_expire_entry: %s: long polls on the CPU "
+		"are off\n",
+		strerror(errno));
+	lp->cpu_status = "no_tick";
+	lp->sched_tick = false;
+	lp->no_sched_tick = "attach_failed";
 }
 
 void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,

@@ -4,8 +4,8 @@
  * CPU, and a BPF program on hrtimer_expire_entry that keeps only the tick's handler runs at
  * each tick, in the context of the thread it interrupted. The tick interrupts the CPU whether or
  * not anyone watches, so the program's run is all it costs; a software clock event of our own
- * is one more interrupt per period (about 15 us of the thread's time each on a VM whose
- * interrupts are dear: 1.5% of a worker at 1000 Hz).
+ * is one more interrupt per period, which on a VM costs the thread many times the program
+ * (bench/RESULTS.md, "Long polls on the scheduler tick").
  *
  * It serves when the tick is an hrtimer (high-resolution timers, the common case) whose handler
  * kallsyms names, its period (1 / CONFIG_HZ) is short enough for the threshold, and no CPU runs
