@@ -30,7 +30,8 @@ static unsigned int hz_from(const char *path)
 	return hz;
 }
 
-unsigned int sched_tick_kernel_hz(void)
+/* CONFIG_HZ of the running kernel from /proc/config.gz or /boot/config-RELEASE; 0 if unknown. */
+static unsigned int kernel_hz(void)
 {
 	struct utsname u;
 	char path[320];
@@ -96,10 +97,10 @@ static uint64_t kallsyms_addr(const char *name)
 int sched_tick_find(uint64_t max_period_ns, uint64_t *handler, uint64_t *period_ns,
 		    const char **why)
 {
-	const char *name;
+	const char *name, *env = getenv("DIAL9_SCHED_TICK");
 	unsigned int hz;
 
-	if (getenv("DIAL9_SCHED_TICK") && !strcmp(getenv("DIAL9_SCHED_TICK"), "0")) {
+	if (env && !strcmp(env, "0")) {
 		*why = "disabled";
 		return -ECANCELED;
 	}
@@ -113,7 +114,7 @@ int sched_tick_find(uint64_t max_period_ns, uint64_t *handler, uint64_t *period_
 		*why = "no_kallsyms";
 		return -ENOENT;
 	}
-	hz = sched_tick_kernel_hz();
+	hz = kernel_hz();
 	if (!hz) {
 		*why = "hz_unknown";
 		return -ENOENT;

@@ -22,7 +22,4 @@
 int sched_tick_find(uint64_t max_period_ns, uint64_t *handler, uint64_t *period_ns,
 		    const char **why);
 
-/* CONFIG_HZ of the running kernel from /proc/config.gz or /boot/config-RELEASE; 0 if unknown. */
-unsigned int sched_tick_kernel_hz(void);
-
 #endif
