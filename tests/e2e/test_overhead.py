@@ -70,12 +70,17 @@ def windows_bound_probe_cost():
     cnt = ameta["counters"]
     per_hit = (always - before) / (cnt["probe_hits"] / cnt["polls"])
     cost = ovh["probe_hit_cost_ns"]
-    assert cost["in_target"] is not None and cost["lean_windows"] >= 2, cost
-    # Within 30%: the two figures come from runs a few seconds apart, and a VM's trap cost
-    # drifts by 20-30% between minutes.
-    assert abs(cost["in_target"] - per_hit) <= 0.30 * per_hit, \
-        f"hit cost in target {cost['in_target']:.0f} ns, always armed {per_hit:.0f} ns per hit"
-    return (f"hit: {cost['in_target']:.0f} ns measured in windows, {per_hit:.0f} ns always "
+    got, se = cost["in_target_measured"], cost["in_target_se"]
+    assert got is not None and cost["lean_windows"] >= 2, cost
+    # Within 30% and the measurement's own error: the two figures come from runs a few
+    # seconds apart, and a VM's trap cost drifts by 20-30% between minutes.
+    assert abs(got - per_hit) <= 0.30 * per_hit + 2 * se, \
+        f"hit cost in target {got:.0f} +- {se:.0f} ns, always armed {per_hit:.0f} ns per hit"
+    # Used in place of the calibration only once it is precise.
+    if cost["in_target"] is not None:
+        assert cost["in_target"] == got and se <= 0.2 * got, cost
+    return (f"hit: {got:.0f} +- {se:.0f} ns measured in windows "
+            f"({'used' if cost['in_target'] else 'not used'}), {per_hit:.0f} ns always "
             f"armed, {cost['emulated'] + cost['program_run']:.0f} ns calibrated; "
             f"CPU per poll: unprobed {before:.0f} ns, always armed {always:.0f} ns, "
             f"1% budget {windowed:.0f} ns ({windowed / before:.3f}); armed "
@@ -156,12 +161,19 @@ def windows_sized_by_samples_at_99hz():
         # Where a hit costs several us (traps of ~6 us on some machines, ~0.6 us on others),
         # the budget cannot pay for 99 samples per worker-second: then the windows must keep
         # to the budget, which is all that can be asked.
-        est = meta["overhead"]["est_overhead_pct"]
+        # The epochs' own estimates, past the first two: the run's whole figure also holds
+        # the first windows, which put in every probe while the tool's caches warm up and
+        # which the plan leaves unpaid by design (docs/design.md, "Planning the duty"); on a
+        # 7 s run that start is a large share.
+        est = sum(e["est_overhead_pct"] for e in epochs) / len(epochs)
+        whole = meta["overhead"]["est_overhead_pct"]
         hit = meta["overhead"]["probe_hit_cost_ns"]["per_hit"]
         assert hit > 3000, f"every epoch's duty set by the budget with {hit} ns hits: " \
             f"{[e['duty'] for e in epochs]}"
-        assert est <= 1.25, f"budget-bound windows cost {est:.2f}% (budget 1%)"
-        return f"budget-bound at 99 Hz with {hit} ns hits: estimated cost {est:.2f}%"
+        assert est <= 1.25, f"budget-bound windows cost {est:.2f}% an epoch (budget 1%): " \
+            f"{[e['est_overhead_pct'] for e in epochs]}"
+        return (f"budget-bound at 99 Hz with {hit} ns hits: estimated cost {est:.2f}% an "
+                f"epoch past the first two, {whole:.2f}% over the run")
     # What the windows deliver when the samples size them (epochs the budget bound, during the
     # duty's ramp from its floor, deliver less by design).
     sized = {e["epoch"] for e in by_samples}

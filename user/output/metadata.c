@@ -252,7 +252,7 @@ static void overhead_totals(const struct arming *a, const struct run_summary *r,
 static void write_overhead(FILE *f, const struct options *o, const struct collector *c,
 			   const struct run_summary *r)
 {
-	char sens[32], tgt[32], xol[32];
+	char sens[32], tgt[32], tgm[32], tgs[32], xol[32];
 
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
@@ -266,8 +266,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    f,
 	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
 	    "    \"probe_hit_cost_ns\": {\"emulated\": %.0f, \"single_stepped\": %s, "
-	    "\"measured\": %s, \"program_run\": %.0f, \"in_target\": %s, \"lean_windows\": %" PRIu64
-	    ", \"per_hit\": %.0f},\n"
+	    "\"measured\": %s, \"program_run\": %.0f, \"in_target\": %s, \"in_target_measured\": "
+	    "%s, "
+	    "\"in_target_se\": %s, \"lean_windows\": %" PRIu64 ", \"per_hit\": %.0f},\n"
 	    "    \"windows\": %" PRIu64 ", \"kept_probes\": %zu, \"kept_rebuilds\": %" PRIu64
 	    ", \"kept_hits\": %" PRIu64 ", \"kept_evictions\": %" PRIu64
 	    ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
@@ -281,6 +282,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    a->cost.xol_measured ? num_or_null(xol, sizeof(xol), a->cost.xol_ns) : "null",
 	    a->cost.measured ? "true" : "false", a->bpf_run_ns,
 	    a->target_hit_ns > 0 ? num_or_null(tgt, sizeof(tgt), a->target_hit_ns) : "null",
+	    a->target_hit_measured > 0 ? num_or_null(tgm, sizeof(tgm), a->target_hit_measured)
+				       : "null",
+	    a->target_hit_measured > 0 ? num_or_null(tgs, sizeof(tgs), a->target_hit_se) : "null",
 	    a->lean_windows, arming_hit_cost_ns_locked(a), d.windows, a->kept_probes,
 	    a->kept_rebuilds, a->kept_hits, a->kept_evictions,
 	    run_s > 0 ? (double)d.armed_ns / 1e9 / run_s : 0, (double)d.attach_ns / 1e6,

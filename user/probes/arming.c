@@ -49,8 +49,12 @@
  * precise the hit's measured cost is, and windows of 1 ms (duty 0.1%) leave a short run with
  * too few lean polls to price a hit. */
 #define LEAN_MIN_WINDOW_NS 2000000ULL
-/* Polls each kind of window must have seen before the measured cost is used. */
+/* Polls each kind of window must have seen before the measured cost is used, the least
+ * difference in hits per poll that says anything, and the largest standard error relative to
+ * the cost at which the measurement replaces the calibration (target_hit_cost). */
 #define LEAN_MIN_POLLS 500.0
+#define COST_MIN_DH 0.3
+#define COST_MAX_REL_SE 0.2
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
  * KEPT_MAX_HITS (none in the last ~5 windows), and the kept probes' hits between windows may
  * cost KEPT_BUDGET_SHARE of the budget, checked KEPT_CHECK_NS after the first hit and then at
@@ -418,7 +422,7 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 	return 0;
 }
 
-static void target_hit_cost(struct arming *a);
+static void target_hit_cost(struct arming *a, bool lean);
 
 /* One second of the schedule: up to DUTY_MAX_WINDOWS slots, one window each at a uniform
  * offset, wrapping around the slot's end, so that every instant has coverage exactly duty.
@@ -481,7 +485,7 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 		kept_update(a);
 		/* Sampling windows add polls to the measurement too: at high rates few are
 		 * away from captures, and the count may reach its minimum between lean ones. */
-		target_hit_cost(a);
+		target_hit_cost(a, false);
 		note_cycle_cost(a, thread_cpu_ns() - cpu0, cycle);
 		if (a->notify_fd >= 0)
 			eventfd_write(a->notify_fd, 1);
@@ -536,42 +540,50 @@ void arming_trim_log(struct arming *a, uint64_t epoch)
  * What a hit costs inside the target, from all windows so far: busy time per poll is
  * b = u + h x c in a sampling window and in a lean one alike (u, the target's own work per poll;
  * h, hits per poll), and a lean window differs only by leaving out the park-point probes, so
- * c = (b_full - b_lean) / (h_full - h_lean). u is the same in both only for polls of one kind:
- * the program counts polls of tasks resumed from a yield (with every kind, the probes thin out
- * the long polls more in sampling windows than in lean ones, which reads low), and leaves out
- * those near a capture (a capture's cache footprint reads high). Unlike the calibration on
- * the tool's own function,
+ * c = (b_full - b_lean) / (h_full - h_lean) (hit_cost.c, with its standard error over the
+ * windows). u is the same in both only for polls of one kind: the program counts polls of
+ * tasks resumed from a yield (with every kind, the probes thin out the long polls more in
+ * sampling windows than in lean ones, which reads low), and leaves out those near a capture (a
+ * capture's cache footprint reads high). Unlike the calibration on the tool's own function,
  * this includes what the trap costs amid the target's work (its caches, the real program) and
- * what the target's code then runs slower: on the hot demo the calibration priced a hit at
- * 5.21 us where the target paid 5.87 us, and the CPU-bound correction is that sensitive.
+ * what the target's code then runs slower, and the CPU-bound correction is that sensitive. But
+ * a hit is a few percent of a poll of tens of us, and a few lean windows that met a burst of
+ * timers or a preemption move the difference by as much as the hit: the measurement replaces
+ * the calibration only once its standard error is within COST_MAX_REL_SE of it.
  */
-static void target_hit_cost(struct arming *a)
+static void target_hit_cost(struct arming *a, bool lean)
 {
-	double pf = (double)counter(a, D9_CNT_FULL_POLLS),
-	       pl = (double)counter(a, D9_CNT_LEAN_POLLS);
-	double hf, hl, dh, c, calib;
+	static const enum d9_counter ids[6] = {D9_CNT_FULL_POLLS,   D9_CNT_FULL_BUSY_NS,
+					       D9_CNT_FULL_HITS,    D9_CNT_LEAN_POLLS,
+					       D9_CNT_LEAN_BUSY_NS, D9_CNT_LEAN_HITS};
+	double d[6], c, se, calib;
 
-	if (pf < LEAN_MIN_POLLS || pl < LEAN_MIN_POLLS)
+	for (size_t i = 0; i < 6; i++) {
+		uint64_t v = counter(a, ids[i]);
+
+		d[i] = (double)(v - a->cost_counters0[i]);
+		a->cost_counters0[i] = v;
+	}
+	/* The gate counts only inside a window, so the differences are this window's. */
+	if (lean)
+		hit_cost_add(&a->cost_lean, d[3], d[4], d[5]);
+	else
+		hit_cost_add(&a->cost_full, d[0], d[1], d[2]);
+	c = hit_cost_measure(&a->cost_full, &a->cost_lean, LEAN_MIN_POLLS, COST_MIN_DH, &se);
+	if (c == 0)
 		return;
-	hf = (double)counter(a, D9_CNT_FULL_HITS) / pf;
-	hl = (double)counter(a, D9_CNT_LEAN_HITS) / pl;
-	dh = hf - hl;
-	/* Few park-point hits per poll: the difference says nothing. */
-	if (dh < 0.3)
-		return;
-	c = ((double)counter(a, D9_CNT_FULL_BUSY_NS) / pf -
-	     (double)counter(a, D9_CNT_LEAN_BUSY_NS) / pl) /
-	    dh;
 	if (a->verbose)
 		fprintf(stderr,
-			"dial9-bpf: hit cost in the target: polls %.0f full, %.0f lean; hits a "
-			"poll %.2f, %.2f; busy a poll %.0f, %.0f ns: %.0f ns a hit\n",
-			pf, pl, hf, hl, (double)counter(a, D9_CNT_FULL_BUSY_NS) / pf,
-			(double)counter(a, D9_CNT_LEAN_BUSY_NS) / pl, c);
+			"dial9-bpf: hit cost in the target: %.0f sampling and %.0f lean windows, "
+			"%.0f and %.0f polls: %.0f +- %.0f ns a hit\n",
+			a->cost_full.n, a->cost_lean.n, a->cost_full.polls, a->cost_lean.polls, c,
+			se);
 	pthread_mutex_lock(&a->lock);
 	calib = a->cost.entry_ns + a->bpf_run_ns;
+	a->target_hit_measured = c;
+	a->target_hit_se = se;
 	/* Far from the calibration: the two kinds of window saw different work; keep it. */
-	a->target_hit_ns = c > 0.5 * calib && c < 4 * calib ? c : 0;
+	a->target_hit_ns = c > 0.5 * calib && c < 4 * calib && se <= COST_MAX_REL_SE * c ? c : 0;
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -603,7 +615,7 @@ static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
 	pthread_mutex_lock(&a->lock);
 	a->lean_windows++;
 	pthread_mutex_unlock(&a->lock);
-	target_hit_cost(a);
+	target_hit_cost(a, true);
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "attach.h"
 #include "calibrate.h"
 #include "duty.h"
+#include "hit_cost.h"
 
 struct sampler_bpf;
 struct target;
@@ -76,6 +77,10 @@ struct arming {
 	uint64_t *hits0;       /* probe_hits at the last read, per probe */
 	double window_cpu_ns;  /* the tool's CPU to attach and detach for one window */
 	double window_wall_ns; /* and the wall time those take */
+	/* The hit-cost measurement's polls, per kind of window, and the counters (D9_CNT_FULL_*
+	 * then D9_CNT_LEAN_*) as of the last window's end. */
+	struct hit_cost_sums cost_full, cost_lean;
+	uint64_t cost_counters0[6];
 
 	/* Set while per-poll probes are attached for a window (not when always armed): the
 	 * loader then leaves the ring buffer alone, since running it would take a core from a
@@ -86,8 +91,10 @@ struct arming {
 	/* read by the main thread under lock */
 	pthread_mutex_t lock;
 	double bpf_run_ns; /* mean run time of the probe program, measured while running */
-	/* A hit's cost measured in the target (lean windows), 0 until known. */
+	/* A hit's cost measured in the target (lean windows), 0 until known precisely enough to
+	 * use; the last measurement and its standard error, used or not. */
 	double target_hit_ns;
+	double target_hit_measured, target_hit_se;
 	uint64_t lean_windows;
 	size_t kept_probes;	 /* in the kept link now */
 	uint64_t kept_rebuilds;	 /* times the kept link was replaced */
