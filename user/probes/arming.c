@@ -551,12 +551,13 @@ void arming_trim_log(struct arming *a, uint64_t epoch)
  * timers or a preemption move the difference by as much as the hit: the measurement replaces
  * the calibration only once its standard error is within COST_MAX_REL_SE of it.
  */
-static void target_hit_cost(struct arming *a, bool lean)
+/* The hit-cost counters' growth since the last call: a window's, as the gate counts only
+ * inside windows (or an always-armed stretch's, which the caller drops). */
+static void cost_deltas(struct arming *a, double d[6])
 {
 	static const enum d9_counter ids[6] = {D9_CNT_FULL_POLLS,   D9_CNT_FULL_BUSY_NS,
 					       D9_CNT_FULL_HITS,    D9_CNT_LEAN_POLLS,
 					       D9_CNT_LEAN_BUSY_NS, D9_CNT_LEAN_HITS};
-	double d[6], c, se, calib;
 
 	for (size_t i = 0; i < 6; i++) {
 		uint64_t v = counter(a, ids[i]);
@@ -564,7 +565,13 @@ static void target_hit_cost(struct arming *a, bool lean)
 		d[i] = (double)(v - a->cost_counters0[i]);
 		a->cost_counters0[i] = v;
 	}
-	/* The gate counts only inside a window, so the differences are this window's. */
+}
+
+static void target_hit_cost(struct arming *a, bool lean)
+{
+	double d[6], c, se, calib;
+
+	cost_deltas(a, d);
 	if (lean)
 		hit_cost_add(&a->cost_lean, d[3], d[4], d[5]);
 	else
@@ -850,8 +857,13 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 	uint64_t k;
 
 	if (a->continuous) {
+		double d[6];
+
 		disarm(a);
 		a->continuous = false;
+		/* Seconds always armed are no window: a unit of their own, they would outweigh
+		 * every window in the hit cost's measurement. */
+		cost_deltas(a, d);
 	}
 	k = duty_windows(&l, a->duty, a->own_ns_per_s);
 	/* The first window opens at once: the workers, the task-id word that long polls and
