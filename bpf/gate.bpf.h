@@ -31,6 +31,60 @@ static __always_inline bool in_gate(const struct d9_arming *arm, __u64 now)
 	return now >= arm->window_start && now < arm->window_end;
 }
 
+/* Set by the loader once the scheduler's switches are followed (lp_switch attached): then each
+ * thread's time on the CPU inside the gate is counted exactly (oncpu_ns). */
+__u32 gate_switches = 0;
+
+/* The part of [from, to) inside the sampling gate (none in a lean window). */
+static __always_inline __u64 gate_overlap(const struct d9_arming *arm, __u64 from, __u64 to)
+{
+	__u64 a = from > arm->window_start ? from : arm->window_start;
+	__u64 b = to < arm->window_end ? to : arm->window_end;
+
+	return !arm->lean && b > a ? b - a : 0;
+}
+
+/* Counts the thread's time on the CPU since on_since into the gate if it ran a worker
+ * (runs; block_in_place's blocking work is no worker's, as in worker_cpu), as it leaves the
+ * CPU (leaves), or at a probe event or tick (it is on the CPU: the count goes on from now). */
+static __always_inline void gate_oncpu(struct thread_state *t, const struct d9_arming *arm,
+				       __u64 now, bool leaves, bool runs)
+{
+	if (!gate_switches)
+		return;
+	if (t->on_since && runs)
+		t->gate.oncpu_ns += gate_overlap(arm, t->on_since, now);
+	t->on_since = leaves ? 0 : now;
+}
+
+/* A thread of the target leaves the CPU (prev_tid, the current one; prev_runs: running a
+ * worker) or gets it (next_tid); 0: not the target's. */
+static __always_inline void gate_switch(__u32 prev_tid, bool prev_runs, __u32 next_tid, __u64 now)
+{
+	__u32 zero = 0;
+	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+	struct thread_state *t;
+
+	if (!arm || !gate_switches)
+		return;
+	if (prev_tid && (t = bpf_map_lookup_elem(&threads, &prev_tid)))
+		gate_oncpu(t, arm, now, true, prev_runs);
+	if (next_tid && (t = bpf_map_lookup_elem(&threads, &next_tid)))
+		t->on_since = now;
+}
+
+/* The current thread at a scheduler tick: what it ran since the last count goes to the gate
+ * as gate_oncpu says, so that block_in_place's work is left out within a tick. */
+static __always_inline void gate_tick(__u32 tid, bool runs, __u64 now)
+{
+	__u32 zero = 0;
+	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (arm && t)
+		gate_oncpu(t, arm, now, false, runs);
+}
+
 /* Charges the time since the thread's previous probe event, clipped to the gate, to busy or
  * idle, and counts the hit. parks: this event is the worker parking. */
 static __always_inline void gate_account(struct thread_state *t, const struct d9_arming *arm,
@@ -44,6 +98,8 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 	    t->last_event_ns && run_delay > t->last_run_delay ? run_delay - t->last_run_delay : 0;
 	__u64 captured = t->capture_ns;
 
+	/* At a probe the thread runs a worker (or a pool thread's task: no worker's gate). */
+	gate_oncpu(t, arm, now, false, true);
 	t->capture_ns = 0;
 	if (in_gate(arm, now)) {
 		__u64 from =
@@ -110,6 +166,7 @@ static __always_inline void gate_move(struct d9_gate_time *to, struct d9_gate_ti
 	to->woken_chain_ns += from->woken_chain_ns;
 	to->woken_hits += from->woken_hits;
 	to->woken_capture_ns += from->woken_capture_ns;
+	to->oncpu_ns += from->oncpu_ns;
 	__builtin_memset(from, 0, sizeof(*from));
 }
 

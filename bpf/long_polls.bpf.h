@@ -223,6 +223,61 @@ static __always_inline bool lp_holds_core(void)
 	return !bpf_probe_read_user(&core, sizeof(core), (void *)(ctx + w * 8)) && core;
 }
 
+/*
+ * Each worker thread's time on the CPU while it runs a worker, counted at its switches and
+ * scheduler ticks: the loader reads it at each epoch's boundary and scales the in-window
+ * counts of yielded resumes by the share of it the windows saw (collector_yield_coverage).
+ * A poll going on without the Core is block_in_place's blocking work, no worker's: Tokio keeps
+ * the Core in the thread's context while it polls a task or parks, and in a local between
+ * tasks, when no task id is set.
+ */
+struct core_time {
+	__u64 since; /* on the CPU since, as last counted; 0: off the CPU */
+	__u64 ns;    /* in all */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, D9_MAX_WORKER_THREADS);
+	__type(key, __u32);
+	__type(value, struct core_time);
+} worker_cpu SEC(".maps");
+
+/* The current thread at a scheduler tick, or leaving the CPU (leaves): the time since the
+ * last count is a worker's if it runs one now (runs). Followed from its first tick as a
+ * worker. */
+static __always_inline bool lp_runs_worker(__u32 tid)
+{
+	return !(lp_polled_task(tid) && !lp_holds_core());
+}
+
+static __always_inline void worker_cpu_count(__u32 tid, __u64 now, bool leaves, bool runs)
+{
+	struct core_time *c = bpf_map_lookup_elem(&worker_cpu, &tid);
+
+	if (!c && leaves)
+		return;
+	if (!c) {
+		struct core_time fresh = {now, 0};
+
+		if (runs)
+			bpf_map_update_elem(&worker_cpu, &tid, &fresh, BPF_NOEXIST);
+		return;
+	}
+	if (c->since && runs && now > c->since)
+		c->ns += now - c->since;
+	c->since = leaves ? 0 : now;
+}
+
+/* A followed thread gets the CPU. */
+static __always_inline void worker_cpu_in(__u32 tid, __u64 now)
+{
+	struct core_time *c = bpf_map_lookup_elem(&worker_cpu, &tid);
+
+	if (c)
+		c->since = now;
+}
+
 static __always_inline void lp_switch_out(void *ctx, __u64 now)
 {
 	__u64 id = bpf_get_current_pid_tgid(), task_id, worker;
@@ -276,19 +331,36 @@ static __always_inline void lp_switch_in(struct task_struct___d9lp *next, __u64 
 SEC("raw_tp/sched_switch")
 int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	struct task_struct___d9lp *prev;
+	struct task_struct___d9lp *prev, *next = (void *)ctx->args[2];
+	__u32 pid, tid, prev_tid = 0, next_tid = 0;
+	bool runs;
 	__u64 now;
 
-	if (!lp_min_ns || lp_id_word == D9_LP_UNLEARNED)
+	if (!lp_min_ns)
 		return 0;
 	now = bpf_ktime_get_ns();
+	if (current_pid_tid(&pid, &tid) && pid == targ_tgid)
+		prev_tid = (__u32)bpf_get_current_pid_tgid();
+	/* In a pid namespace the tgid cannot be compared: the maps' keys tell. */
+	if (pidns_ino || (__u32)BPF_CORE_READ(next, tgid) == targ_tgid)
+		next_tid = BPF_CORE_READ(next, pid);
+	if (lp_id_word == D9_LP_UNLEARNED) {
+		gate_switch(prev_tid, true, next_tid, now);
+		return 0;
+	}
+	runs = prev_tid && lp_runs_worker(prev_tid);
+	gate_switch(prev_tid, runs, next_tid, now);
+	if (prev_tid)
+		worker_cpu_count(prev_tid, now, true, runs);
+	if (next_tid)
+		worker_cpu_in(next_tid, now);
 	/* sched_switch(preempt, prev, next): prev is the current task, and a state other than
 	 * TASK_RUNNING means it went to sleep; a running one was preempted, not blocked
 	 * (preempt alone misses preemption on the way back to user mode). */
 	prev = (void *)ctx->args[1];
 	if (!ctx->args[0] && BPF_CORE_READ(prev, __state))
 		lp_switch_out(ctx, now);
-	lp_switch_in((void *)ctx->args[2], now);
+	lp_switch_in(next, now);
 	return 0;
 }
 
@@ -428,6 +500,7 @@ static __always_inline int lp_tick_body(void *ctx)
 	__u64 id = bpf_get_current_pid_tgid(), now, task_id, hash, worker;
 	__u32 tid = (__u32)id, pid, ns_tid;
 	struct lp_run *r, fresh = {};
+	bool runs;
 
 	if (!lp_min_ns || lp_id_word == D9_LP_UNLEARNED || !lp_heap_words)
 		return 0;
@@ -437,6 +510,9 @@ static __always_inline int lp_tick_body(void *ctx)
 	if (!worker)
 		return 0;
 	now = bpf_ktime_get_ns();
+	runs = lp_runs_worker(tid);
+	worker_cpu_count(tid, now, false, runs);
+	gate_tick(tid, runs, now);
 	task_id = lp_polled_task(tid);
 	hash = task_id ? lp_core_hash() : 0;
 	r = bpf_map_lookup_elem(&lp_runs, &tid);

@@ -144,6 +144,9 @@ struct thread_state {
 	__u64 worker_ptr;
 	/* In-gate time of this thread not yet handed to its worker's epoch (d9_gate_time). */
 	__u64 last_event_ns;
+	/* On the CPU since, as the gate's on-CPU time last counted it (its switch in, or its
+	 * last probe event); 0 while off the CPU or not known. */
+	__u64 on_since;
 	__u64 last_run_delay; /* the thread's sched_info.run_delay at that event */
 	__u32 parked;
 	/* The task now polled resumed neither from a yield nor by another task's wake: its
@@ -410,6 +413,9 @@ static __always_inline bool current_pid_tid(__u32 *pid, __u32 *tid)
 }
 
 #include "unwind.bpf.h"
+/* The one field read from the kernel's task_struct, relocated by CO-RE; a local type keeps
+ * the object's BTF from pulling in task_struct and everything it refers to. */
+#include "gate.bpf.h"
 #include "long_polls.bpf.h"
 
 static __always_inline void emit_epoch(__u64 key, struct d9_worker_state *ws)
@@ -771,10 +777,6 @@ static __always_inline void drop_stale_frames(struct thread_state *t, __u32 tid,
 	t->run_depth = 0;
 	t->generation = gen;
 }
-
-/* The one field read from the kernel's task_struct, relocated by CO-RE; a local type keeps
- * the object's BTF from pulling in task_struct and everything it refers to. */
-#include "gate.bpf.h"
 
 /*
  * The task's scheduler, from the cell's layout (Core is repr(C): the scheduler, then the task

@@ -109,6 +109,8 @@ enum d9_sample_flags {
  * (probe_hits in sampler.bpf.c). Removing the most hit probes first makes a window's end
  * fast: every hit while removal goes on waits for the target's mmap lock. */
 #define D9_MAX_PROBES 4096
+/* Worker threads whose CPU time is followed (worker_cpu in bpf/long_polls.bpf.h). */
+#define D9_MAX_WORKER_THREADS 4096
 #define D9_COOKIE_INDEX(i) ((__u64)(i) << 32)
 #define D9_COOKIE_GET_INDEX(c) ((c) >> 32)
 enum d9_probe_cookie_kind {
@@ -253,6 +255,10 @@ struct d9_gate_time {
 	__u64 woken_chain_ns;
 	__u64 woken_hits;
 	__u64 woken_capture_ns;
+	/* The thread's time on the CPU inside the gate, from the scheduler's switches and the
+	 * probe events (gate_oncpu): busy_ns misses the part of a window after a thread's last
+	 * event in it. 0 where switches are not followed (long polls off). */
+	__u64 oncpu_ns;
 };
 /* Emitted when a worker moves to a new epoch: the closed epoch's counts. The loader reads the
  * still-open epoch of every worker from the map at exit. */

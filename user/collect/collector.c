@@ -629,6 +629,53 @@ double collector_resume_factor(struct collector *c, struct worker_info *w, uint6
 	return 1.0;
 }
 
+/* A worker's time on the CPU inside the windows, as it would have been without the probes:
+ * less the hits' and captures' cost where idle time absorbed it (a worker with time to spare
+ * would have been idle for it); where it did not, a busy worker would have spent that time on
+ * its tasks. */
+static double unprobed_busy_ns(const struct d9_gate_time *g, double hit_cost_ns)
+{
+	double probe = (double)g->hits * hit_cost_ns + (double)g->capture_ns;
+	double absorbed = probe < (double)g->idle_ns ? probe : (double)g->idle_ns;
+	/* Time on the CPU where the switches were followed; busy time misses a window's end. */
+	double on = g->oncpu_ns ? (double)g->oncpu_ns : (double)g->busy_ns + (double)g->capture_ns;
+	double b = on - absorbed;
+
+	return b > 0 ? b : 0;
+}
+
+/*
+ * A task that yielded is resumed at the rate its worker runs, so its resumes in an epoch are
+ * in proportion to the time its worker spent on the CPU. Where workers outnumber free CPUs,
+ * which of them hold a CPU during a window of a few ms, and for how long, varies from window
+ * to window far more than the tasks' mix does: a window's count over the duty spread by
+ * +-25% an epoch on 3 workers over 2 CPUs. Over the share of the workers' CPU time the
+ * windows saw (a ratio estimator; that time counted by the long polls' scheduler switch and
+ * tick, per thread while it runs a worker) it spreads by 5-10%. Pooled over workers, so that
+ * a worker off the CPU for a whole window counts with its CPU time, not as lost.
+ */
+double collector_yield_coverage(struct collector *c, uint64_t epoch)
+{
+	double in = 0, all;
+
+	if (!c->worker_cpu)
+		return 0;
+	if (c->coverage_epoch == epoch)
+		return c->coverage;
+	all = c->worker_cpu(c->worker_cpu_ctx, epoch);
+	for (size_t i = 0; all > 0 && i < c->nworkers; i++) {
+		struct d9_gate_time g;
+		double slowdown;
+		bool capped;
+
+		epoch_view(c, &c->workers[i], epoch, &capped, &slowdown, &g);
+		in += unprobed_busy_ns(&g, c->hit_cost_ns);
+	}
+	c->coverage_epoch = epoch;
+	c->coverage = all > 0 && in > 0 ? in / all : 0;
+	return c->coverage;
+}
+
 /* The inclusion probability as the run's cost corrected it, and the weights it gives. */
 static void sample_weights(struct collector *c, const struct d9_sample *s, struct worker_info *w,
 			   struct task_sample *ts)

@@ -68,6 +68,9 @@ struct raw_copy;
 
 /* Reads a worker's still-open epoch from the BPF map; returns 0 when found. */
 typedef int (*open_epoch_fn)(void *ctx, uint64_t worker, struct d9_worker_state *out);
+/* The worker threads' CPU time while running a worker in a whole epoch, in ns; negative when
+ * not known. */
+typedef double (*worker_cpu_fn)(void *ctx, uint64_t epoch);
 
 struct collector {
 	int pid;
@@ -81,7 +84,11 @@ struct collector {
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
 	double hit_cost_ns; /* what one probe hit costs the target, kept current by the loader */
-	bool target_exec;   /* the target exec'd (D9_REC_EXEC) */
+	worker_cpu_fn worker_cpu; /* NULL: yielded resumes' counts scaled by the duty alone */
+	void *worker_cpu_ctx;
+	uint64_t coverage_epoch; /* collector_yield_coverage's last answer, for that epoch */
+	double coverage;
+	bool target_exec; /* the target exec'd (D9_REC_EXEC) */
 	/* The target's task types, to name each sample's future; task_root: root every stack
 	 * with a "task: FUTURE" frame (--no-task-root leaves it out). */
 	struct task_types *types;
@@ -154,6 +161,10 @@ double collector_woken_factor(const struct worker_info *w, const struct d9_gate_
  * *capped: whether the cap refused a selection in that worker-epoch. */
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
 			       uint32_t flags, bool *capped);
+/* The share of the workers' CPU time in epoch that its windows covered, as the target would
+ * have run it without probes; 0 when not known (resume_counts.c scales in-window counts of
+ * yielded resumes by it instead of the duty). */
+double collector_yield_coverage(struct collector *c, uint64_t epoch);
 /* The runtime of scheduler key, added on first sight; NULL for 0 (unknown) or out of memory. */
 struct runtime_info *collector_runtime(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);

@@ -118,6 +118,11 @@ int record_check_system(void)
 	return 0;
 }
 
+static double read_worker_cpu(void *ctx, uint64_t epoch)
+{
+	return arming_worker_cpu(ctx, epoch);
+}
+
 static int read_open_epoch(void *ctx, uint64_t worker, struct d9_worker_state *out)
 {
 	struct sampler_bpf *skel = ctx;
@@ -444,6 +449,8 @@ static int setup_collector(struct record *r)
 			r->t->symbols.path, strerror(-err), r->t->exe_path);
 	collector_init(col, o->pid, r->writers, r->nwriters, r->sym, read_open_epoch, r->skel);
 	col->lasting = r->push;
+	col->worker_cpu = read_worker_cpu;
+	col->worker_cpu_ctx = &r->arm;
 	err = task_types_load(r->t->elf, r->t, &r->types);
 	if (err)
 		fprintf(stderr,
@@ -558,6 +565,9 @@ static int record_attach(struct record *r)
 			strerror(errno));
 		r->lp.status = "no_sched_switch";
 	}
+	/* The gate's on-CPU time follows the switches from now (bpf/gate.bpf.h). */
+	if (r->lp_link)
+		r->skel->bss->gate_switches = 1;
 	/* Open every mapped file now, while the target lives: build ids and symbols of
 	 * libraries no sample hit yet stay available if it exits before the end. Before the
 	 * arming thread starts, whose first epoch would count this one-time work against the

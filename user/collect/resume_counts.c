@@ -72,6 +72,14 @@ static void add_count(struct collector *c, const struct drained *d)
 
 	f = collector_resume_factor(c, collector_worker(c, d->k.worker), d->k.epoch, d->k.flags,
 				    &capped);
+	/* Yielded resumes follow their workers' CPU time: the share of it the epoch's windows
+	 * saw (collector_yield_coverage) stands for the duty. */
+	if ((d->k.flags & D9_SF_WINDOWED) && (d->k.flags & D9_SF_AFTER_YIELD) && p < 1) {
+		double cov = collector_yield_coverage(c, d->k.epoch);
+
+		if (cov > 0)
+			p = cov;
+	}
 	if (!(p * f > 0))
 		return;
 	if (est_terms_add(&c->counted, d->k.epoch, type ? type->name : NULL, d->k.window,
@@ -89,6 +97,7 @@ int resume_counts_drain(struct collector *c, int fd, uint64_t before)
 		return 0;
 	if (before != UINT64_MAX)
 		c->counts_before = before;
+	c->coverage_epoch = 0; /* the epochs' records may have closed since */
 	v = malloc(DRAIN_MAX * sizeof(*v));
 	if (!v)
 		return -ENOMEM;

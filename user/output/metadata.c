@@ -143,7 +143,7 @@ static void write_workers(FILE *f, const struct collector *c, const struct run_s
 			    "\"window_clock_ms\": %.3f, \"window_wait_ms\": %.3f, "
 			    "\"window_capture_ms\": %.3f, "
 			    "\"window_slowdown\": %.4f, \"window_cost_sensitivity\": %s, "
-			    "\"window_woken_chain_share\": %s}",
+			    "\"window_woken_chain_share\": %s, \"window_oncpu_ms\": %.3f}",
 			    n++ ? "," : "", e->epoch, e->eligible, e->selected, e->refused,
 			    (double)e->prob / (double)D9_PROB_ONE, e->capped ? "true" : "false",
 			    e->calibrating ? "true" : "false", e->open ? "false" : "true",
@@ -153,7 +153,8 @@ static void write_workers(FILE *f, const struct collector *c, const struct run_s
 			    num_or_null(share, sizeof(share),
 					e->gate.woken_cycle_ns ? (double)e->gate.woken_chain_ns /
 								     (double)e->gate.woken_cycle_ns
-							       : NAN));
+							       : NAN),
+			    e->gate.oncpu_ns / 1e6);
 		}
 		fputs("]}", f);
 	}
@@ -252,7 +253,7 @@ static void overhead_totals(const struct arming *a, const struct run_summary *r,
 static void write_overhead(FILE *f, const struct options *o, const struct collector *c,
 			   const struct run_summary *r)
 {
-	char sens[32], tgt[32], tgm[32], tgs[32], xol[32];
+	char sens[32], tgt[32], tgm[32], tgs[32], xol[32], wcpu[32];
 
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
@@ -300,12 +301,16 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 			continue;
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
-			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\"}",
+			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\", "
+			"\"worker_cpu_ms\": %s}",
 			n++ ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
 			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			a->log[i].duty >= 1.0  ? "always"
 			: a->log[i].by_samples ? "samples"
-					       : "budget");
+					       : "budget",
+			a->log[i].worker_cpu_ns >= 0
+			    ? num_or_null(wcpu, sizeof(wcpu), a->log[i].worker_cpu_ns / 1e6)
+			    : "null");
 	}
 	fputs("]},\n", f);
 	pthread_mutex_unlock(&a->lock);

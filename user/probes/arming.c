@@ -53,6 +53,8 @@
  * difference in hits per poll that says anything, and the largest standard error relative to
  * the cost at which the measurement replaces the calibration (target_hit_cost). */
 #define LEAN_MIN_POLLS 500.0
+/* Worker threads read from the worker_cpu map at each epoch's start. */
+#define CPU_MAX_THREADS D9_MAX_WORKER_THREADS
 #define COST_MIN_DH 0.3
 #define COST_MAX_REL_SE 0.2
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
@@ -723,7 +725,7 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 		a->caplog = ncap;
 	}
 	a->log[a->nlog++] =
-	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, by_samples};
+	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, by_samples, -1};
 }
 
 /* The counters at the start of an epoch: the next one's figures are differences from them.
@@ -878,6 +880,77 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 	return 0;
 }
 
+/* The worker_cpu map: each followed thread's CPU time as a worker (the part since its last
+ * switch or tick goes to the next reading). */
+static int read_worker_cpu(struct arming *a, struct arming_tid_cpu *out, size_t max)
+{
+	int fd = bpf_map__fd(a->skel->maps.worker_cpu);
+	uint32_t key, next, *prev = NULL;
+	size_t n = 0;
+
+	if (fd < 0)
+		return -1;
+	while (n < max && !bpf_map_get_next_key(fd, prev, &next)) {
+		struct {
+			uint64_t since, ns;
+		} v;
+
+		if (!bpf_map_lookup_elem(fd, &next, &v)) {
+			out[n].tid = next;
+			out[n++].ns = v.ns;
+		}
+		key = next;
+		prev = &key;
+	}
+	return (int)n;
+}
+
+/*
+ * The workers' CPU time in the epoch that just ended, read here just after its boundary at
+ * real-time priority, when the last reading was at its start too; the threads in both
+ * readings. Goes to that epoch's log entry.
+ */
+static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
+{
+	int n = a->cpu_now ? read_worker_cpu(a, a->cpu_now, CPU_MAX_THREADS) : -1;
+	struct arming_tid_cpu *swap;
+	double sum = 0;
+	bool any = false;
+
+	if (n < 0)
+		return;
+	for (int i = 0; a->cpu_prev_whole && i < n; i++)
+		for (size_t j = 0; j < a->ncpu_prev; j++)
+			if (a->cpu_prev[j].tid == a->cpu_now[i].tid) {
+				sum += (double)(a->cpu_now[i].ns - a->cpu_prev[j].ns);
+				any = true;
+				break;
+			}
+	pthread_mutex_lock(&a->lock);
+	if (any && a->nlog && a->log[a->nlog - 1].epoch + 1 == epoch)
+		a->log[a->nlog - 1].worker_cpu_ns = sum;
+	pthread_mutex_unlock(&a->lock);
+	swap = a->cpu_prev;
+	a->cpu_prev = a->cpu_now;
+	a->cpu_now = swap;
+	a->ncpu_prev = (size_t)n;
+	a->cpu_prev_whole = whole;
+}
+
+double arming_worker_cpu(struct arming *a, uint64_t epoch)
+{
+	double ns = -1;
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = a->nlog; i-- > 0;)
+		if (a->log[i].epoch == epoch) {
+			ns = a->log[i].worker_cpu_ns;
+			break;
+		}
+	pthread_mutex_unlock(&a->lock);
+	return ns;
+}
+
 static void *arming_thread(void *arg)
 {
 	struct arming *a = arg;
@@ -901,6 +974,8 @@ static void *arming_thread(void *arg)
 		bool by_samples, continuous;
 		int err;
 
+		/* Every pass but the first starts at an epoch's boundary. */
+		read_epoch_cpu(a, epoch, nepochs > 0);
 		update_bpf_run_ns(a);
 		read_counters(a, &r1);
 		plan_epoch(a, &r0, &r1, armed_prev, nwin_prev, epoch, &by_samples);
@@ -945,6 +1020,14 @@ int arming_start(struct arming *a)
 	a->rng = a->seed ^ 0x9e3779b97f4a7c15ULL;
 	a->rng |= 1;
 	a->duty = a->budget >= 1.0 ? 1.0 : DUTY_INITIAL;
+	/* Without them the counts of yielded resumes are scaled by the duty alone. */
+	a->cpu_now = calloc(CPU_MAX_THREADS, sizeof(*a->cpu_now));
+	a->cpu_prev = calloc(CPU_MAX_THREADS, sizeof(*a->cpu_prev));
+	if (!a->cpu_now || !a->cpu_prev) {
+		free(a->cpu_now);
+		free(a->cpu_prev);
+		a->cpu_now = a->cpu_prev = NULL;
+	}
 	/* Every attachment of the run is of the caller's kind (a->links). */
 	a->kept.multi = a->hold.multi = a->links.multi;
 	/* Without it (per-offset links, or the kernel refused), windows make their uprobes. */
@@ -984,6 +1067,10 @@ void arming_free(struct arming *a)
 	a->kept_hits0 = NULL;
 	free(a->log);
 	a->log = NULL;
+	free(a->cpu_now);
+	free(a->cpu_prev);
+	a->cpu_now = a->cpu_prev = NULL;
+	a->ncpu_prev = 0;
 	if (a->notify_fd >= 0)
 		close(a->notify_fd);
 	a->notify_fd = -1;

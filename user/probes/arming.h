@@ -34,6 +34,15 @@ struct arming_epoch {
 	uint64_t gate_ns;    /* time the gate was really open in this epoch's windows */
 	double est_overhead; /* (probe CPU + tool CPU) / target's own CPU, this epoch */
 	bool by_samples;     /* duty set by what the samples need, not by the budget */
+	/* The worker threads' CPU time while running a worker in this epoch (worker_cpu in
+	 * bpf/long_polls.bpf.h); negative when not known. */
+	double worker_cpu_ns;
+};
+
+/* A thread and its CPU time as a worker so far. */
+struct arming_tid_cpu {
+	uint32_t tid;
+	uint64_t ns;
 };
 
 struct arming {
@@ -81,6 +90,11 @@ struct arming {
 	 * then D9_CNT_LEAN_*) as of the last window's end. */
 	struct hit_cost_sums cost_full, cost_lean;
 	uint64_t cost_counters0[6];
+	/* The worker_cpu map as read at the last epoch start, and whether that was at an
+	 * epoch's start (the first reading is not). */
+	struct arming_tid_cpu *cpu_now, *cpu_prev;
+	size_t ncpu_prev;
+	bool cpu_prev_whole;
 
 	/* Set while per-poll probes are attached for a window (not when always armed): the
 	 * loader then leaves the ring buffer alone, since running it would take a core from a
@@ -134,6 +148,9 @@ void arming_totals_locked(const struct arming *a, struct arming_totals *t);
 /* Forgets the per-epoch log before `epoch` (--rotate: an earlier folder has it), so that a
  * run without end keeps a bounded log. */
 void arming_trim_log(struct arming *a, uint64_t epoch);
+/* The worker threads' CPU time while running a worker in epoch, ns; negative when not known
+ * (no long polls' scheduler switch, or the epoch not over). */
+double arming_worker_cpu(struct arming *a, uint64_t epoch);
 /* Whether a window is open now: the loader should not compete with the target for CPU. */
 static inline bool arming_window_open(const struct arming *a)
 {
