@@ -648,11 +648,11 @@ static double unprobed_busy_ns(const struct d9_gate_time *g, double hit_cost_ns)
  * A task that yielded is resumed at the rate its worker runs, so its resumes in an epoch are
  * in proportion to the time its worker spent on the CPU. Where workers outnumber free CPUs,
  * which of them hold a CPU during a window of a few ms, and for how long, varies from window
- * to window far more than the tasks' mix does: a window's count over the duty spread by
- * +-25% an epoch on 3 workers over 2 CPUs. Over the share of the workers' CPU time the
- * windows saw (a ratio estimator; that time counted by the long polls' scheduler switch and
- * tick, per thread while it runs a worker) it spreads by 5-10%. Pooled over workers, so that
- * a worker off the CPU for a whole window counts with its CPU time, not as lost.
+ * to window far more than the tasks' mix does, and a window's count over the duty spreads
+ * with it. Over the share of the workers' CPU time the windows saw (a ratio estimator; that
+ * time counted by the long polls' scheduler switch and tick, per thread while it runs a
+ * worker) that spread is gone (bench/RESULTS.md). Pooled over workers, so that a worker off
+ * the CPU for a whole window counts with its CPU time, not as lost.
  */
 double collector_yield_coverage(struct collector *c, uint64_t epoch)
 {

@@ -10,8 +10,8 @@
  * of its polls together. So the unit drawn is the window, and the variance is the ratio
  * estimator's, by linearization: Var(b) = n / (n - 1) x sum (busy_w - b polls_w)^2 / polls^2.
  * A hit adds a few percent to a poll of tens of us, and with a handful of lean windows the
- * difference was measured anywhere from 1.1x to 2.9x the same workload's cost; the caller
- * uses the measurement only when its error is small.
+ * difference swings by as much as the hit itself; the caller uses the measurement only when
+ * its error is small.
  */
 #ifndef D9_HIT_COST_H
 #define D9_HIT_COST_H
