@@ -51,6 +51,9 @@
 #include "util_clock.h"
 #include "worker_tls.h"
 
+/* The initial pid namespace's inode (include/linux/proc_ns.h), fixed by the kernel. */
+#define PROC_PID_INIT_INO 0xEFFFFFFCU
+
 /*
  * libbpf keeps consuming while records keep coming, so under a flood one ring_buffer__poll()
  * would never return and the run could not stop (duration, signals, target exit). The
@@ -331,7 +334,10 @@ static void configure_bpf(struct record *r)
 	skel->rodata->unwind_nmodules = (uint32_t)r->utab.nmods;
 	unwind_tables_size_map(&r->utab, skel->maps.unwind_rows);
 	skel->rodata->rb_flags = BPF_RB_NO_WAKEUP;
-	if (!stat("/proc/self/ns/pid", &ns)) {
+	/* In the initial pid namespace the kernel's own tgids and tids are the tool's: the
+	 * programs then compare them directly, and the scheduler switch's filter drops other
+	 * processes' switches before any map lookup. */
+	if (!stat("/proc/self/ns/pid", &ns) && ns.st_ino != PROC_PID_INIT_INO) {
 		skel->rodata->pidns_dev = ns.st_dev;
 		skel->rodata->pidns_ino = ns.st_ino;
 	}
