@@ -236,8 +236,11 @@ struct core_time {
 	__u64 ns;    /* in all */
 };
 
+/* LRU: threads that exit (block_in_place hands workers to new threads all the time) make room
+ * for new ones; a live one evicted is missed for one epoch (the loader takes the threads of
+ * two readings). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, D9_MAX_WORKER_THREADS);
 	__type(key, __u32);
 	__type(value, struct core_time);

@@ -109,8 +109,9 @@ enum d9_sample_flags {
  * (probe_hits in sampler.bpf.c). Removing the most hit probes first makes a window's end
  * fast: every hit while removal goes on waits for the target's mmap lock. */
 #define D9_MAX_PROBES 4096
-/* Worker threads whose CPU time is followed (worker_cpu in bpf/long_polls.bpf.h). */
-#define D9_MAX_WORKER_THREADS 4096
+/* Worker threads whose CPU time is followed (worker_cpu in bpf/long_polls.bpf.h); the loader
+ * reads them all at each epoch's start. */
+#define D9_MAX_WORKER_THREADS 1024
 #define D9_COOKIE_INDEX(i) ((__u64)(i) << 32)
 #define D9_COOKIE_GET_INDEX(c) ((c) >> 32)
 enum d9_probe_cookie_kind {

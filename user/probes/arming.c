@@ -921,9 +921,12 @@ static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 		return;
 	for (int i = 0; a->cpu_prev_whole && i < n; i++)
 		for (size_t j = 0; j < a->ncpu_prev; j++)
+			/* Less than before: the entry was evicted and begun again. */
 			if (a->cpu_prev[j].tid == a->cpu_now[i].tid) {
-				sum += (double)(a->cpu_now[i].ns - a->cpu_prev[j].ns);
-				any = true;
+				if (a->cpu_now[i].ns >= a->cpu_prev[j].ns) {
+					sum += (double)(a->cpu_now[i].ns - a->cpu_prev[j].ns);
+					any = true;
+				}
 				break;
 			}
 	pthread_mutex_lock(&a->lock);
