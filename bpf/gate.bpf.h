@@ -62,10 +62,14 @@ static __always_inline void gate_oncpu(struct thread_state *t, const struct d9_a
 static __always_inline void gate_switch(__u32 prev_tid, bool prev_runs, __u32 next_tid, __u64 now)
 {
 	__u32 zero = 0;
-	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+	struct d9_arming *arm;
 	struct thread_state *t;
 
-	if (!arm || !gate_switches)
+	/* Most switches of the machine are no target thread's: they leave before any lookup. */
+	if (!gate_switches || (!prev_tid && !next_tid))
+		return;
+	arm = bpf_map_lookup_elem(&arming, &zero);
+	if (!arm)
 		return;
 	if (prev_tid && (t = bpf_map_lookup_elem(&threads, &prev_tid)))
 		gate_oncpu(t, arm, now, true, prev_runs);
