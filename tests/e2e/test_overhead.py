@@ -73,7 +73,15 @@ def windows_bound_probe_cost():
     per_hit = (always - before) / (cnt["probe_hits"] / cnt["polls"])
     cost = ovh["probe_hit_cost_ns"]
     got, se = cost["in_target_measured"], cost["in_target_se"]
-    assert got is not None and cost["lean_windows"] >= 2, cost
+    if got is None:
+        # At 10 Hz the hot demo's windows are ~1 ms, so two lean windows can hold fewer
+        # polls than a measurement needs; that, and only that, may leave it unmeasured.
+        assert cost["in_target"] is None and (
+            cost["lean_windows"] < 2 or min(cost["lean_polls"], cost["sampling_polls"]) < 500
+        ), cost
+        return (f"hit cost not measured in the target: {cost['lean_windows']} lean windows, "
+                f"{cost['lean_polls']:.0f} lean and {cost['sampling_polls']:.0f} sampling "
+                f"polls; {per_hit:.0f} ns always armed, {cost['per_hit']:.0f} ns in use")
     # Within 30% and the measurement's own error: the two figures come from runs a few
     # seconds apart, and a VM's trap cost drifts by 20-30% between minutes.
     assert abs(got - per_hit) <= 0.30 * per_hit + 2 * se, \
