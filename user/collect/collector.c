@@ -896,7 +896,7 @@ void collector_new_interval(struct collector *c, uint64_t keep_from)
 	est_terms_free(&c->counted);
 }
 
-void collector_close_epochs(struct collector *c, uint64_t before)
+void collector_close_epochs(struct collector *c, uint64_t before, uint64_t ended)
 {
 	for (size_t i = 0; i < c->nworkers; i++) {
 		struct worker_info *w = &c->workers[i];
@@ -909,8 +909,9 @@ void collector_close_epochs(struct collector *c, uint64_t before)
 		e = worker_epoch(w, ws.epoch);
 		if (!e)
 			continue;
+		/* Not rolled over (no window saw the worker after it), but over all the same. */
 		set_epoch(e, ws.eligible, ws.selected, ws.refused, ws.prob, ws.capped,
-			  ws.calibrating, true);
+			  ws.calibrating, ws.epoch >= ended);
 		e->gate = ws.gate;
 		e->slowdown = collector_slowdown(&ws.gate, c->hit_cost_ns);
 	}

@@ -143,8 +143,9 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final);
 /* Writes every pending sample of an epoch before `epoch`, whatever its place in the queue
  * (--rotate: the folder ending at that epoch gets them all). */
 void collector_flush_before(struct collector *c, uint64_t epoch);
-/* Adds each worker's open epoch from the map if it is before `before` (UINT64_MAX: at the end). */
-void collector_close_epochs(struct collector *c, uint64_t before);
+/* Adds each worker's open epoch from the map if it is before `before` (UINT64_MAX: at the end);
+ * epochs from `ended` on were cut by the run's end (not `complete`). */
+void collector_close_epochs(struct collector *c, uint64_t before, uint64_t ended);
 /* Starts the counts of a new output folder (--rotate): the samples, unwind and estimate
  * figures restart from zero and the epochs before keep_from are forgotten. */
 void collector_new_interval(struct collector *c, uint64_t keep_from);

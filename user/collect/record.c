@@ -763,7 +763,7 @@ static int record_finish(struct record *r)
 	ring_buffer__consume(r->rb);
 	record_read_counters(r->skel, r->run.counters);
 	park_outcome_read(r->skel, r->t);
-	collector_close_epochs(&r->col, UINT64_MAX);
+	collector_close_epochs(&r->col, UINT64_MAX, r->run.stopped_ns / D9_NSEC_PER_SEC);
 	collector_flush(&r->col, UINT64_MAX, true);
 	resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts), UINT64_MAX);
 	/* Before metadata, which reports what it sent; its wait for the server is bounded. */

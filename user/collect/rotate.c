@@ -298,7 +298,7 @@ static int rotate_next(struct record *r)
 	double cpu, ms;
 
 	collector_flush_before(&r->col, end);
-	collector_close_epochs(&r->col, end);
+	collector_close_epochs(&r->col, end, end);
 	resume_counts_drain(&r->col, bpf_map__fd(r->skel->maps.resume_counts), end);
 	record_read_counters(r->skel, cnt);
 	arming_read_totals(&r->arm, &arm_end);
