@@ -226,56 +226,89 @@ static __always_inline bool lp_holds_core(void)
 /*
  * Each worker thread's time on the CPU while it runs a worker, counted at its switches and
  * scheduler ticks: the loader reads it at each epoch's boundary and scales the in-window
- * counts of yielded resumes by the share of it the windows saw (collector_yield_coverage).
+ * counts of yielded resumes by the share of it the windows saw (collector_yield_coverage),
+ * and sums it by worker (worker_share) for the sampler's probabilities.
  * A poll going on without the Core is block_in_place's blocking work, no worker's: Tokio keeps
  * the Core in the thread's context while it polls a task or parks, and in a local between
  * tasks, when no task id is set.
- */
-struct core_time {
-	__u64 since; /* on the CPU since, as last counted; 0: off the CPU */
-	__u64 ns;    /* in all */
-};
-
-/* LRU: threads that exit (block_in_place hands workers to new threads all the time) make room
+ * LRU: threads that exit (block_in_place hands workers to new threads all the time) make room
  * for new ones; a live one evicted is missed for one epoch (the loader takes the threads of
- * two readings). */
+ * two readings).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, D9_MAX_WORKER_THREADS);
 	__type(key, __u32);
-	__type(value, struct core_time);
+	__type(value, struct d9_core_time);
 } worker_cpu SEC(".maps");
 
+/* The same by worker (key: the worker key), in all: a thread that runs one worker and then
+ * another (block_in_place hands Cores between threads) gives each its part. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u64);
+} worker_ns SEC(".maps");
+
+/* The loader's per-epoch figures from worker_ns, for the sampler's probabilities
+ * (expected_by_cpu). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct d9_worker_share);
+} worker_share SEC(".maps");
+
+static __always_inline void worker_ns_add(__u64 worker, __u64 ns)
+{
+	__u64 *v;
+
+	if (!worker)
+		return;
+	v = bpf_map_lookup_elem(&worker_ns, &worker);
+	if (v)
+		__sync_fetch_and_add(v, ns);
+	else
+		bpf_map_update_elem(&worker_ns, &worker, &ns, BPF_NOEXIST);
+}
+
 /* The current thread at a scheduler tick, or leaving the CPU (leaves): the time since the
- * last count is a worker's if it runs one now (runs). Followed from its first tick as a
+ * last count is a worker's if it runs one now (runs), the worker it ran at its last tick
+ * (worker: the one it runs at this tick, 0 at a switch). Followed from its first tick as a
  * worker. */
 static __always_inline bool lp_runs_worker(__u32 tid)
 {
 	return !(lp_polled_task(tid) && !lp_holds_core());
 }
 
-static __always_inline void worker_cpu_count(__u32 tid, __u64 now, bool leaves, bool runs)
+static __always_inline void worker_cpu_count(__u32 tid, __u64 now, bool leaves, bool runs,
+					     __u64 worker)
 {
-	struct core_time *c = bpf_map_lookup_elem(&worker_cpu, &tid);
+	struct d9_core_time *c = bpf_map_lookup_elem(&worker_cpu, &tid);
 
 	if (!c && leaves)
 		return;
 	if (!c) {
-		struct core_time fresh = {now, 0};
+		struct d9_core_time fresh = {now, 0, worker};
 
 		if (runs)
 			bpf_map_update_elem(&worker_cpu, &tid, &fresh, BPF_NOEXIST);
 		return;
 	}
-	if (c->since && runs && now > c->since)
+	if (c->since && runs && now > c->since) {
 		c->ns += now - c->since;
+		worker_ns_add(c->worker ? c->worker : worker, now - c->since);
+	}
 	c->since = leaves ? 0 : now;
+	if (worker)
+		c->worker = worker;
 }
 
 /* A followed thread gets the CPU. */
 static __always_inline void worker_cpu_in(__u32 tid, __u64 now)
 {
-	struct core_time *c = bpf_map_lookup_elem(&worker_cpu, &tid);
+	struct d9_core_time *c = bpf_map_lookup_elem(&worker_cpu, &tid);
 
 	if (c)
 		c->since = now;
@@ -354,7 +387,7 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 	runs = prev_tid && lp_runs_worker(prev_tid);
 	gate_switch(prev_tid, runs, next_tid, now);
 	if (prev_tid)
-		worker_cpu_count(prev_tid, now, true, runs);
+		worker_cpu_count(prev_tid, now, true, runs, 0);
 	if (next_tid)
 		worker_cpu_in(next_tid, now);
 	/* sched_switch(preempt, prev, next): prev is the current task, and a state other than
@@ -514,7 +547,7 @@ static __always_inline int lp_tick_body(void *ctx)
 		return 0;
 	now = bpf_ktime_get_ns();
 	runs = lp_runs_worker(tid);
-	worker_cpu_count(tid, now, false, runs);
+	worker_cpu_count(tid, now, false, runs, worker);
 	gate_tick(tid, runs, now);
 	task_id = lp_polled_task(tid);
 	hash = task_id ? lp_core_hash() : 0;

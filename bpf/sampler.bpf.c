@@ -445,6 +445,50 @@ static __always_inline __u64 windowed_count(__u64 rate, __u64 duty)
 	return ((rate >> 16) * (duty >> 16)) >> 16;
 }
 
+/* Folds the closing epoch's eligible count and time on the CPU inside the gate into the
+ * worker's running sums: a calibrating epoch's only seeds them, the first sampled epoch
+ * replaces that, the next is averaged in by half, then by 1/4 (as the duty's rate below). */
+static __always_inline void cpu_rate_add(struct d9_worker_state *ws, __u64 count)
+{
+	__u64 cnt = count << 8, cpu = ws->gate.oncpu_ns;
+
+	if (!ws->cpu_n || !ws->cpu_sm) {
+		ws->cnt_sm = cnt;
+		ws->cpu_sm = cpu;
+	} else if (ws->cpu_n < 2) {
+		ws->cnt_sm = (ws->cnt_sm + cnt) / 2;
+		ws->cpu_sm = (ws->cpu_sm + cpu) / 2;
+	} else {
+		ws->cnt_sm = (3 * ws->cnt_sm + cnt) / 4;
+		ws->cpu_sm = (3 * ws->cpu_sm + cpu) / 4;
+	}
+	if (!ws->calibrating && ws->cpu_n < 2)
+		ws->cpu_n++;
+}
+
+/*
+ * The eligible transitions the worker will make in this epoch's windows: its rate per second on
+ * the CPU (the running sums) times its CPU time in the last whole epoch (the loader's
+ * worker_share) times the duty. Windows of a few ms find a worker on the CPU or not: with more
+ * workers than CPUs its count per window swings between nothing and many times its share,
+ * and a rate taken over the duty follows those swings (with 32 workers on 2 CPUs, workers
+ * delivered 0.5-6 samples a second of 10). Over its own time on the CPU the rate is steady,
+ * and the scheduler's switches say how much of that time it gets. False where either is
+ * unknown (long polls off) or the worker had no CPU time.
+ */
+static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_state *ws,
+					    __u64 epoch, __u64 duty, __u64 *expected)
+{
+	struct d9_worker_share *s = bpf_map_lookup_elem(&worker_share, &key);
+	__u64 rate;
+
+	if (!s || !ws->cpu_sm || !s->cpu_ns || s->epoch + 3 < epoch)
+		return false;
+	rate = (ws->cnt_sm << 24) / ws->cpu_sm; /* per ns, x 2^32 */
+	*expected = windowed_count((rate * s->cpu_ns) >> 16, duty);
+	return *expected > 0;
+}
+
 static __always_inline __u64 prob_for(__u64 expected)
 {
 	__u64 p = expected ? (per_worker_hz << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
@@ -494,6 +538,8 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 		 * epochs' windows: averaging only the epochs it was seen in would set p for a
 		 * count it reaches only sometimes, and deliver a fraction of hz. */
 		consecutive = ws->epoch < epoch;
+		if (consecutive && ws->duty < D9_PROB_ONE && ws->gate.oncpu_ns)
+			cpu_rate_add(ws, prev);
 		if (consecutive && ws->duty) {
 			__u64 full = (prev << 16) / ((ws->duty >> 16) | 1) << 16;
 
@@ -510,6 +556,8 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 			ws->rate = ws->rate - ws->rate / 4;
 		prev = windowed_count(ws->rate, duty);
 		consecutive = ws->rate > 0;
+		if (expected_by_cpu(key, ws, epoch, duty, &prev))
+			consecutive = true;
 	}
 	ws->prob = consecutive && prev > 0 ? prob_for(prev) : D9_PROB_ONE;
 	ws->tokens_ns = bucket_ns;
@@ -534,6 +582,9 @@ struct {
 /* Windows: the full-coverage rate (x 2^16) of the run's sampled workers, set by the loader
  * each epoch once one has sampled (user/probes/arming.c); 0 before. */
 __u64 seed_rate = 0;
+/* And the mean running sums of eligible transitions and time on the CPU behind them (see
+ * expected_by_cpu), where the workers' CPU time is followed; 0 before. */
+__u64 seed_cnt_sm = 0, seed_cpu_sm = 0;
 
 /*
  * A worker first seen in a window after others have sampled starts from their rate instead of
@@ -543,15 +594,27 @@ __u64 seed_rate = 0;
  * estimates over those epochs would come out low. Any p fixed before the draw keeps the
  * estimator unbiased; one far off is what the cap is for.
  */
-static __always_inline void worker_seed(struct d9_worker_state *ws, __u64 duty)
+static __always_inline void worker_seed(__u64 key, struct d9_worker_state *ws, __u64 epoch,
+					__u64 duty)
 {
-	if (!seed_rate || duty >= D9_PROB_ONE) {
-		ws->calibrating = 1;
+	__u64 expected;
+
+	ws->calibrating = 1;
+	if (duty >= D9_PROB_ONE)
 		return;
+	ws->cnt_sm = seed_cnt_sm;
+	ws->cpu_sm = seed_cpu_sm;
+	if (expected_by_cpu(key, ws, epoch, duty, &expected)) {
+		ws->prob = prob_for(expected);
+		ws->calibrating = 0;
 	}
+	if (!seed_rate)
+		return;
 	ws->rate = seed_rate;
 	ws->rate_n = 1;
-	ws->prob = prob_for(windowed_count(seed_rate, duty));
+	if (ws->calibrating)
+		ws->prob = prob_for(windowed_count(seed_rate, duty));
+	ws->calibrating = 0;
 }
 
 static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch, __u64 now,
@@ -567,7 +630,7 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 		return NULL;
 	__builtin_memset(init, 0, sizeof(*init));
 	init->epoch = epoch;
-	worker_seed(init, duty);
+	worker_seed(key, init, epoch, duty);
 	init->tokens_ns = bucket_ns;
 	init->first_ns = now;
 	init->rng = mix64(seed ^ key) | 1;

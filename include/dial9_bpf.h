@@ -277,6 +277,25 @@ struct d9_epoch {
 	struct d9_gate_time gate;
 };
 
+/* A worker thread's time on the CPU while it runs a worker (bpf/long_polls.bpf.h, map
+ * worker_cpu, key tid). */
+struct d9_core_time {
+	__u64 since;  /* on the CPU since, as last counted; 0: off the CPU */
+	__u64 ns;     /* in all */
+	__u64 worker; /* the worker key it ran at its last tick: its time goes there */
+};
+
+/* A worker's time on the CPU while running it per epoch, averaged over epochs: the loader
+ * writes it at each epoch's boundary, from the map worker_ns, before the next epoch's windows
+ * (user/probes/arming.c). */
+struct d9_worker_share {
+	__u64 epoch;  /* the last epoch in cpu_ns */
+	__u64 cpu_ns; /* per epoch */
+	__u64 at_ns;  /* worker_ns at that epoch's end */
+	__u32 whole;  /* whole epochs in cpu_ns, saturating at 2 */
+	__u32 pad;
+};
+
 /*
  * Every eligible resume inside a window, counted per task type, worker, epoch, window and
  * kind of resume (resume_counts): a task type's resumes over the run are estimated from these
@@ -356,7 +375,14 @@ struct d9_worker_state {
 	__u32 capped;
 	__u32 calibrating;
 	__u32 last_tid;
-	__u32 rate_n;		  /* sampled epochs in rate, saturating */
+	__u32 rate_n; /* sampled epochs in rate, saturating */
+	/* Windows, where the workers' CPU time is followed: eligible transitions (x 2^8) and
+	 * time on the CPU inside the gate, each a running average over epochs (1/4 to the
+	 * last), whose ratio is the worker's rate per CPU second. */
+	__u64 cnt_sm;
+	__u64 cpu_sm;
+	__u32 cpu_n; /* sampled epochs in those, saturating */
+	__u32 cpu_pad;
 	struct d9_gate_time gate; /* this epoch's, emitted with it */
 	/* The current block of the stratified draw (sampler.bpf.c, block_draw). */
 	__u32 blk_len;

@@ -55,6 +55,8 @@
 #define LEAN_MIN_POLLS 500.0
 /* Worker threads read from the worker_cpu map at each epoch's start. */
 #define CPU_MAX_THREADS D9_MAX_WORKER_THREADS
+/* A worker with this much CPU time in an epoch is one the windows are sized to sample. */
+#define ACTIVE_CPU_NS 1000000ULL
 #define COST_MIN_DH 0.3
 #define COST_MAX_REL_SE 0.2
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
@@ -685,16 +687,17 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
 	       xol * (a->cost.xol_ns + a->bpf_run_ns) + (double)dcapture;
 }
 
-/* Workers that made an eligible transition in the last two epochs; and, for the sampler to
- * start a worker it has not seen yet from (worker_seed in sampler.bpf.c), the mean
- * full-coverage rate of those with one. */
+/* Workers that made an eligible transition in the last two epochs, or had CPU time in the
+ * last one where that is followed (a window of a few ms misses most of them when there are
+ * more workers than CPUs); and, for the sampler to start a worker it has not seen yet from
+ * (worker_seed in sampler.bpf.c), the mean rates of those with one. */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.workers);
 	uint64_t key, next, *prev = NULL;
 	struct d9_worker_state ws;
-	uint32_t n = 0, nrated = 0;
-	double rates = 0;
+	uint32_t n = 0, nrated = 0, ncpu = 0, ncal = 0;
+	double rates = 0, cnt = 0, cpu = 0, ccnt = 0, ccpu = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -706,10 +709,29 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 			rates += (double)ws.rate;
 			nrated++;
 		}
+		if (ws.cpu_sm && ws.cpu_n) {
+			cnt += (double)ws.cnt_sm;
+			cpu += (double)ws.cpu_sm;
+			ncpu++;
+		} else if (ws.calibrating && ws.gate.oncpu_ns && !nrated) {
+			/* The run's first epoch: what the calibrating workers' windows saw. */
+			ccnt += (double)(ws.eligible << 8);
+			ccpu += (double)ws.gate.oncpu_ns;
+			ncal++;
+		}
+	}
+	if (!ncpu && ncal) {
+		cnt = ccnt;
+		cpu = ccpu;
+		ncpu = ncal;
 	}
 	if (nrated)
 		a->skel->bss->seed_rate = (uint64_t)(rates / nrated);
-	return n;
+	if (ncpu) {
+		a->skel->bss->seed_cnt_sm = (uint64_t)(cnt / ncpu);
+		a->skel->bss->seed_cpu_sm = (uint64_t)(cpu / ncpu);
+	}
+	return n > a->busy_workers ? n : a->busy_workers;
 }
 
 static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,
@@ -891,9 +913,7 @@ static int read_worker_cpu(struct arming *a, struct arming_tid_cpu *out, size_t 
 	if (fd < 0)
 		return -1;
 	while (n < max && !bpf_map_get_next_key(fd, prev, &next)) {
-		struct {
-			uint64_t since, ns;
-		} v;
+		struct d9_core_time v;
 
 		if (!bpf_map_lookup_elem(fd, &next, &v)) {
 			out[n].tid = next;
@@ -906,31 +926,100 @@ static int read_worker_cpu(struct arming *a, struct arming_tid_cpu *out, size_t 
 }
 
 /*
+ * Each worker's CPU time in the epoch that just ended (scale: to a second, for the run's
+ * first epoch, begun at the attach), for the sampler (expected_by_cpu), and how many workers
+ * had some. Written before the next epoch's windows open. Averaged with the epochs before
+ * (1/4 to the last): where workers outnumber CPUs their shares change from epoch to epoch,
+ * and hz over a share that swings selects more than hz on average (1/x is convex): 11-12
+ * samples a second of 10 with 3 workers on 2 CPUs, from the last epoch alone.
+ */
+static uint32_t write_shares(struct arming *a, uint64_t epoch, double scale)
+{
+	int fd = bpf_map__fd(a->skel->maps.worker_ns),
+	    sfd = bpf_map__fd(a->skel->maps.worker_share);
+	uint64_t key, next, *prev = NULL, ns;
+	uint32_t busy = 0;
+
+	while (fd >= 0 && sfd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
+		struct d9_worker_share old, s = {.epoch = epoch - 1};
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &ns))
+			continue;
+		s.at_ns = ns;
+		if (bpf_map_lookup_elem(sfd, &key, &old))
+			old = (struct d9_worker_share){0};
+		/* Less than before: the entry was evicted and begun again. */
+		s.cpu_ns = (uint64_t)(scale * (double)(ns >= old.at_ns ? ns - old.at_ns : ns));
+		busy += s.cpu_ns >= ACTIVE_CPU_NS;
+		/* The first epoch's figure (rebase_shares) only stands in until a whole epoch's,
+		 * the next is averaged in by half, then by 1/4. */
+		s.whole = scale == 1;
+		if (old.epoch + 2 == epoch && old.whole && scale == 1) {
+			s.cpu_ns = old.whole < 2 ? (old.cpu_ns + s.cpu_ns) / 2
+						 : (3 * old.cpu_ns + s.cpu_ns) / 4;
+			s.whole = 2;
+		}
+		if (bpf_map_update_elem(sfd, &key, &s, BPF_ANY) && a->verbose)
+			fprintf(stderr, "dial9-bpf: failed to write a worker's CPU time: %s\n",
+				strerror(errno));
+	}
+	return busy;
+}
+
+/* The run's first figure is taken from here to the first boundary: the start-up (the first
+ * window puts in every probe) takes CPU from the workers, and a figure from the attach read
+ * 0.2-0.4 of a CPU per worker where 0.6 followed (3 workers on 2 CPUs), so that the first
+ * whole epoch selected up to 1.7 times hz. */
+static void rebase_shares(struct arming *a, uint64_t epoch)
+{
+	int fd = bpf_map__fd(a->skel->maps.worker_ns),
+	    sfd = bpf_map__fd(a->skel->maps.worker_share);
+	uint64_t key, next, *prev = NULL;
+	struct d9_worker_share s = {.epoch = epoch - 1};
+
+	while (fd >= 0 && sfd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!bpf_map_lookup_elem(fd, &key, &s.at_ns))
+			bpf_map_update_elem(sfd, &key, &s, BPF_ANY);
+	}
+	a->cpu_prev_at = mono_ns();
+}
+
+/* A thread's CPU time since the last reading: all of it for a thread that reading did not
+ * have (its entry began after it, or was evicted and begun again). */
+static uint64_t tid_cpu_delta(const struct arming *a, const struct arming_tid_cpu *now)
+{
+	for (size_t j = 0; j < a->ncpu_prev; j++)
+		if (a->cpu_prev[j].tid == now->tid)
+			return now->ns >= a->cpu_prev[j].ns ? now->ns - a->cpu_prev[j].ns : now->ns;
+	return now->ns;
+}
+
+/*
  * The workers' CPU time in the epoch that just ended, read here just after its boundary at
- * real-time priority, when the last reading was at its start too; the threads in both
- * readings. Goes to that epoch's log entry.
+ * real-time priority, when the last reading was at its start too. Goes to that epoch's log
+ * entry, and by worker to the sampler. The run's first epoch, begun at the attach, gives the
+ * sampler its per-second rate, so that every worker is sampled from the first whole epoch.
  */
 static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 {
 	int n = a->cpu_now ? read_worker_cpu(a, a->cpu_now, CPU_MAX_THREADS) : -1;
+	uint64_t at = mono_ns(), span = at - a->cpu_prev_at;
 	struct arming_tid_cpu *swap;
-	double sum = 0;
-	bool any = false;
+	double sum = 0, scale = 1;
 
 	if (n < 0)
 		return;
-	for (int i = 0; a->cpu_prev_whole && i < n; i++)
-		for (size_t j = 0; j < a->ncpu_prev; j++)
-			/* Less than before: the entry was evicted and begun again. */
-			if (a->cpu_prev[j].tid == a->cpu_now[i].tid) {
-				if (a->cpu_now[i].ns >= a->cpu_prev[j].ns) {
-					sum += (double)(a->cpu_now[i].ns - a->cpu_prev[j].ns);
-					any = true;
-				}
-				break;
-			}
+	if (!a->cpu_prev_whole)
+		scale = a->cpu_prev_at && span > NSEC / 10 && span < NSEC ? (double)NSEC / span : 0;
+	for (int i = 0; i < n; i++)
+		sum += (double)tid_cpu_delta(a, &a->cpu_now[i]);
+	a->busy_workers = scale > 0 ? write_shares(a, epoch, scale) : 0;
 	pthread_mutex_lock(&a->lock);
-	if (any && a->nlog && a->log[a->nlog - 1].epoch + 1 == epoch)
+	if (n && a->cpu_prev_whole && a->nlog && a->log[a->nlog - 1].epoch + 1 == epoch)
 		a->log[a->nlog - 1].worker_cpu_ns = sum;
 	pthread_mutex_unlock(&a->lock);
 	swap = a->cpu_prev;
@@ -938,6 +1027,7 @@ static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 	a->cpu_now = swap;
 	a->ncpu_prev = (size_t)n;
 	a->cpu_prev_whole = whole;
+	a->cpu_prev_at = at;
 }
 
 double arming_worker_cpu(struct arming *a, uint64_t epoch)
@@ -952,6 +1042,14 @@ double arming_worker_cpu(struct arming *a, uint64_t epoch)
 		}
 	pthread_mutex_unlock(&a->lock);
 	return ns;
+}
+
+static void free_cpu_readings(struct arming *a)
+{
+	free(a->cpu_now);
+	free(a->cpu_prev);
+	a->cpu_now = a->cpu_prev = NULL;
+	a->ncpu_prev = 0;
 }
 
 static void *arming_thread(void *arg)
@@ -988,6 +1086,8 @@ static void *arming_thread(void *arg)
 				 : windowed_epoch(a, epoch, nepochs++, &nwin, &armed);
 		if (err)
 			break;
+		if (nepochs == 1)
+			rebase_shares(a, epoch);
 		pthread_mutex_lock(&a->lock);
 		log_epoch(a, epoch, nwin, armed, 0, by_samples);
 		a->armed_ns += armed;
@@ -1026,11 +1126,8 @@ int arming_start(struct arming *a)
 	/* Without them the counts of yielded resumes are scaled by the duty alone. */
 	a->cpu_now = calloc(CPU_MAX_THREADS, sizeof(*a->cpu_now));
 	a->cpu_prev = calloc(CPU_MAX_THREADS, sizeof(*a->cpu_prev));
-	if (!a->cpu_now || !a->cpu_prev) {
-		free(a->cpu_now);
-		free(a->cpu_prev);
-		a->cpu_now = a->cpu_prev = NULL;
-	}
+	if (!a->cpu_now || !a->cpu_prev)
+		free_cpu_readings(a);
 	/* Every attachment of the run is of the caller's kind (a->links). */
 	a->kept.multi = a->hold.multi = a->links.multi;
 	/* Without it (per-offset links, or the kernel refused), windows make their uprobes. */
@@ -1070,10 +1167,7 @@ void arming_free(struct arming *a)
 	a->kept_hits0 = NULL;
 	free(a->log);
 	a->log = NULL;
-	free(a->cpu_now);
-	free(a->cpu_prev);
-	a->cpu_now = a->cpu_prev = NULL;
-	a->ncpu_prev = 0;
+	free_cpu_readings(a);
 	if (a->notify_fd >= 0)
 		close(a->notify_fd);
 	a->notify_fd = -1;
