@@ -131,7 +131,7 @@ demo: deps
 unit: $(UNIT_BINS)
 
 test: deps
-	$(MAKE) all demo-bin unit fuzz-regress
+	$(MAKE) -j$(shell nproc) all demo-bin unit fuzz-regress
 	tests/run-tests.sh
 
 format:
