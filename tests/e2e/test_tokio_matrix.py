@@ -16,7 +16,7 @@ WORKER_COMMS = ("tokio-runtime-w", "tokio-rt-worker")
 # Always armed (every poll probed), as estimation_matches_ground_truth in test_core.py: this
 # checks what discovery gives the estimator on each release, not the armed windows.
 HZ = 1000
-DURATION = 8
+DURATION = 6
 BOUND = 0.25
 MIN_SAMPLES = 50  # fewer in a kind and the bound means little (blocking: 2 resumes a second)
 
