@@ -497,17 +497,19 @@ static __always_inline __u64 prob_for(__u64 expected)
 }
 
 /*
- * The p of the worker's next block: the epoch's, or, once the worker has made more eligible
- * transitions this epoch than that p expects (hz / p), hz over its count so far. Work that
- * moves between workers (Tokio's stealing) lands on a worker whose p was set for its quiet
- * epochs; such an epoch then selects about hz x (1 + ln(count / expected)) instead of count x p,
- * which only the cap bounded (with 32 workers on 2 CPUs, 9 of 124 worker-epochs were capped).
+ * The p of the worker's next block: the epoch's, or, once the worker has made half as many
+ * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
+ * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
+ * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
+ * expected)) instead of count x p, which only the cap bounded (with 32 workers on 2 CPUs, 9 of
+ * 124 worker-epochs were capped). Not from 1 x expected: epochs of ordinary swings above it
+ * would be trimmed too, and a worker deliver under hz on average (9.4-9.7 of 10).
  * The count so far does not depend on the draws, and each selected transition carries the
  * 1/L of its own block, so the weights stay exact.
  */
 static __always_inline __u64 burst_prob(const struct d9_worker_state *ws)
 {
-	__u64 p = prob_for(ws->eligible);
+	__u64 p = prob_for(2 * ws->eligible / 3);
 
 	return p < ws->prob ? p : ws->prob;
 }
