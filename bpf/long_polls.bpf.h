@@ -248,7 +248,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct d9_worker_ns);
 } worker_ns SEC(".maps");
 
 /* The loader's per-epoch figures from worker_ns, for the sampler's probabilities
@@ -260,17 +260,17 @@ struct {
 	__type(value, struct d9_worker_share);
 } worker_share SEC(".maps");
 
-static __always_inline void worker_ns_add(__u64 worker, __u64 ns)
+static __always_inline void worker_ns_add(__u64 worker, __u64 ns, __u64 now)
 {
-	__u64 *v;
+	struct d9_worker_ns *v, fresh = {0, now};
 
 	if (!worker)
 		return;
 	v = bpf_map_lookup_elem(&worker_ns, &worker);
 	if (v)
-		__sync_fetch_and_add(v, ns);
+		__sync_fetch_and_add(&v->ns, ns);
 	else
-		bpf_map_update_elem(&worker_ns, &worker, &ns, BPF_NOEXIST);
+		bpf_map_update_elem(&worker_ns, &worker, &fresh, BPF_NOEXIST);
 }
 
 /* The current thread at a scheduler tick, or leaving the CPU (leaves): the time since the
@@ -298,7 +298,7 @@ static __always_inline void worker_cpu_count(__u32 tid, __u64 now, bool leaves, 
 	}
 	if (c->since && runs && now > c->since) {
 		c->ns += now - c->since;
-		worker_ns_add(c->worker ? c->worker : worker, now - c->since);
+		worker_ns_add(c->worker ? c->worker : worker, now - c->since, now);
 	}
 	c->since = leaves ? 0 : now;
 	if (worker)

@@ -289,11 +289,19 @@ struct d9_core_time {
  * writes it at each epoch's boundary, from the map worker_ns, before the next epoch's windows
  * (user/probes/arming.c). */
 struct d9_worker_share {
-	__u64 epoch;  /* the last epoch in cpu_ns */
-	__u64 cpu_ns; /* per epoch */
-	__u64 at_ns;  /* worker_ns at that epoch's end */
-	__u32 whole;  /* whole epochs in cpu_ns, saturating at 2 */
+	__u64 epoch;   /* the last epoch in cpu_ns */
+	__u64 cpu_ns;  /* per second; 0: none yet */
+	__u64 at_ns;   /* worker_ns when it was taken */
+	__u64 at_time; /* and the time then (CLOCK_MONOTONIC) */
+	__u32 whole;   /* whole epochs in cpu_ns, saturating at 2 */
 	__u32 pad;
+};
+
+/* A worker's time on the CPU while running it, in all (map worker_ns), and since when it is
+ * followed. */
+struct d9_worker_ns {
+	__u64 ns;
+	__u64 first_ns; /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
 };
 
 /*

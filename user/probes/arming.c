@@ -55,6 +55,9 @@
 #define LEAN_MIN_POLLS 500.0
 /* Worker threads read from the worker_cpu map at each epoch's start. */
 #define CPU_MAX_THREADS D9_MAX_WORKER_THREADS
+/* The least span that gives a worker's CPU time per second (its first figure). */
+#define FIRST_SPAN_MIN_NS (NSEC / 10)
+#define REBASE_MIN_NS (FIRST_SPAN_MIN_NS + NSEC / 20)
 /* A worker with this much CPU time in an epoch is one the windows are sized to sample. */
 #define ACTIVE_CPU_NS 1000000ULL
 #define COST_MIN_DH 0.3
@@ -925,42 +928,58 @@ static int read_worker_cpu(struct arming *a, struct arming_tid_cpu *out, size_t 
 	return (int)n;
 }
 
+/* One worker's figure from its total ns at now, against the last one (old) or, for a
+ * worker without one, the time it is followed from; false where the span is too short. */
+static bool share_of(const struct d9_worker_ns *v, const struct d9_worker_share *old, uint64_t now,
+		     uint64_t epoch, struct d9_worker_share *s)
+{
+	bool evicted = v->ns < old->at_ns, first = !old->at_time || evicted;
+	uint64_t since = first ? v->first_ns : old->at_time;
+	uint64_t d = evicted ? v->ns : v->ns - old->at_ns;
+
+	if (now < since + FIRST_SPAN_MIN_NS)
+		return false;
+	*s = (struct d9_worker_share){.epoch = epoch - 1, .at_ns = v->ns, .at_time = now};
+	s->cpu_ns = (uint64_t)((double)d * (double)NSEC / (double)(now - since));
+	/* Less than an epoch (the run's first, or a worker first followed in it) only stands
+	 * in until a whole one's; the next is averaged in by half, then by 1/4. */
+	s->whole = now - since >= NSEC - NSEC / 20;
+	if (s->whole && old->whole && old->epoch + 2 == epoch) {
+		s->cpu_ns = old->whole < 2 ? (old->cpu_ns + s->cpu_ns) / 2
+					   : (3 * old->cpu_ns + s->cpu_ns) / 4;
+		s->whole = 2;
+	}
+	return true;
+}
+
 /*
- * Each worker's CPU time in the epoch that just ended (scale: to a second, for the run's
- * first epoch, begun at the attach), for the sampler (expected_by_cpu), and how many workers
- * had some. Written before the next epoch's windows open. Averaged with the epochs before
- * (1/4 to the last): where workers outnumber CPUs their shares change from epoch to epoch,
- * and hz over a share that swings selects more than hz on average (1/x is convex): 11-12
- * samples a second of 10 with 3 workers on 2 CPUs, from the last epoch alone.
+ * Each worker's CPU time per second over the epoch that just ended, for the sampler
+ * (expected_by_cpu), and how many workers had some. Written before the next epoch's windows
+ * open. Averaged over epochs (1/4 to the last): where workers outnumber CPUs their shares
+ * change from epoch to epoch, and hz over a share that swings selects more than hz on average
+ * (1/x is convex): 11-12 samples a second of 10 with 3 workers on 2 CPUs, from the last epoch
+ * alone.
  */
-static uint32_t write_shares(struct arming *a, uint64_t epoch, double scale)
+static uint32_t write_shares(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.worker_ns),
 	    sfd = bpf_map__fd(a->skel->maps.worker_share);
-	uint64_t key, next, *prev = NULL, ns;
+	uint64_t key, next, *prev = NULL, now = mono_ns();
 	uint32_t busy = 0;
 
 	while (fd >= 0 && sfd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
-		struct d9_worker_share old, s = {.epoch = epoch - 1};
+		struct d9_worker_share old, s;
+		struct d9_worker_ns v;
 
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &ns))
+		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
-		s.at_ns = ns;
 		if (bpf_map_lookup_elem(sfd, &key, &old))
 			old = (struct d9_worker_share){0};
-		/* Less than before: the entry was evicted and begun again. */
-		s.cpu_ns = (uint64_t)(scale * (double)(ns >= old.at_ns ? ns - old.at_ns : ns));
+		if (!share_of(&v, &old, now, epoch, &s))
+			continue;
 		busy += s.cpu_ns >= ACTIVE_CPU_NS;
-		/* The first epoch's figure (rebase_shares) only stands in until a whole epoch's,
-		 * the next is averaged in by half, then by 1/4. */
-		s.whole = scale == 1;
-		if (old.epoch + 2 == epoch && old.whole && scale == 1) {
-			s.cpu_ns = old.whole < 2 ? (old.cpu_ns + s.cpu_ns) / 2
-						 : (3 * old.cpu_ns + s.cpu_ns) / 4;
-			s.whole = 2;
-		}
 		if (bpf_map_update_elem(sfd, &key, &s, BPF_ANY) && a->verbose)
 			fprintf(stderr, "dial9-bpf: failed to write a worker's CPU time: %s\n",
 				strerror(errno));
@@ -968,24 +987,30 @@ static uint32_t write_shares(struct arming *a, uint64_t epoch, double scale)
 	return busy;
 }
 
-/* The run's first figure is taken from here to the first boundary: the start-up (the first
- * window puts in every probe) takes CPU from the workers, and a figure from the attach read
- * 0.2-0.4 of a CPU per worker where 0.6 followed (3 workers on 2 CPUs), so that the first
- * whole epoch selected up to 1.7 times hz. */
+/* The run's first figures are taken from here on: the start-up (the first window puts in
+ * every probe) takes CPU from the workers, and figures from before it read 0.2-0.4 of a CPU
+ * per worker where 0.6 followed (3 workers on 2 CPUs), so that the first whole epoch selected
+ * up to 1.7 times hz. Unless too little of the epoch is left (the start-up ended late): a
+ * figure from the start-up beats none, which leaves the first whole epoch calibrating. */
 static void rebase_shares(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.worker_ns),
 	    sfd = bpf_map__fd(a->skel->maps.worker_share);
-	uint64_t key, next, *prev = NULL;
-	struct d9_worker_share s = {.epoch = epoch - 1};
+	uint64_t key, next, *prev = NULL, now = mono_ns();
+	struct d9_worker_share s = {.epoch = epoch - 1, .at_time = now};
 
+	if (now + REBASE_MIN_NS > (epoch + 1) * NSEC)
+		return;
 	while (fd >= 0 && sfd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
+		struct d9_worker_ns v;
+
 		key = next;
 		prev = &key;
-		if (!bpf_map_lookup_elem(fd, &key, &s.at_ns))
+		if (!bpf_map_lookup_elem(fd, &key, &v)) {
+			s.at_ns = v.ns;
 			bpf_map_update_elem(sfd, &key, &s, BPF_ANY);
+		}
 	}
-	a->cpu_prev_at = mono_ns();
 }
 
 /* A thread's CPU time since the last reading: all of it for a thread that reading did not
@@ -1007,17 +1032,14 @@ static uint64_t tid_cpu_delta(const struct arming *a, const struct arming_tid_cp
 static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 {
 	int n = a->cpu_now ? read_worker_cpu(a, a->cpu_now, CPU_MAX_THREADS) : -1;
-	uint64_t at = mono_ns(), span = at - a->cpu_prev_at;
 	struct arming_tid_cpu *swap;
-	double sum = 0, scale = 1;
+	double sum = 0;
 
 	if (n < 0)
 		return;
-	if (!a->cpu_prev_whole)
-		scale = a->cpu_prev_at && span > NSEC / 10 && span < NSEC ? (double)NSEC / span : 0;
 	for (int i = 0; i < n; i++)
 		sum += (double)tid_cpu_delta(a, &a->cpu_now[i]);
-	a->busy_workers = scale > 0 ? write_shares(a, epoch, scale) : 0;
+	a->busy_workers = write_shares(a, epoch);
 	pthread_mutex_lock(&a->lock);
 	if (n && a->cpu_prev_whole && a->nlog && a->log[a->nlog - 1].epoch + 1 == epoch)
 		a->log[a->nlog - 1].worker_cpu_ns = sum;
@@ -1027,7 +1049,6 @@ static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 	a->cpu_now = swap;
 	a->ncpu_prev = (size_t)n;
 	a->cpu_prev_whole = whole;
-	a->cpu_prev_at = at;
 }
 
 double arming_worker_cpu(struct arming *a, uint64_t epoch)

@@ -95,7 +95,6 @@ struct arming {
 	struct arming_tid_cpu *cpu_now, *cpu_prev;
 	size_t ncpu_prev;
 	bool cpu_prev_whole;
-	uint64_t cpu_prev_at; /* when read, CLOCK_MONOTONIC ns */
 	/* Workers with ACTIVE_CPU_NS or more of it in the last epoch (write_shares). */
 	uint32_t busy_workers;
 
