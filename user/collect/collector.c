@@ -208,9 +208,13 @@ static struct epoch_stat *worker_epoch(struct worker_info *w, uint64_t epoch)
 static void slowdown_terms(const struct d9_gate_time *g, double hit_cost_ns, double *useful,
 			   double *lost)
 {
+	/* Busy time misses the part of a window after a thread's last event in it; the time on
+	 * the CPU, where the switches are followed, does not (less the captures, lost below). */
+	double on = (double)g->oncpu_ns - (double)g->capture_ns;
+	double busy = on > (double)g->busy_ns ? on : (double)g->busy_ns;
+
 	*lost = (double)g->hits * hit_cost_ns + (double)g->capture_ns - (double)g->idle_ns;
-	*useful = (double)g->busy_ns - (double)g->clock_ns -
-		  (double)(g->hits - g->clock_hits) * hit_cost_ns;
+	*useful = busy - (double)g->clock_ns - (double)(g->hits - g->clock_hits) * hit_cost_ns;
 }
 
 #define SLOWDOWN_FLOOR 0.05
