@@ -471,8 +471,8 @@ static __always_inline void cpu_rate_add(struct d9_worker_state *ws, __u64 count
  * the CPU (the running sums) times its CPU time in the last whole epoch (the loader's
  * worker_share) times the duty. Windows of a few ms find a worker on the CPU or not: with more
  * workers than CPUs its count per window swings between nothing and many times its share,
- * and a rate taken over the duty follows those swings (with 32 workers on 2 CPUs, workers
- * delivered 0.5-6 samples a second of 10). Over its own time on the CPU the rate is steady,
+ * and a rate taken over the duty follows those swings (workers delivered well under hz, and
+ * took seconds to reach it). Over its own time on the CPU the rate is steady,
  * and the scheduler's switches say how much of that time it gets. False where either is
  * unknown (long polls off) or the worker had no CPU time.
  */
@@ -501,9 +501,8 @@ static __always_inline __u64 prob_for(__u64 expected)
  * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
  * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
  * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
- * expected)) instead of count x p, which only the cap bounded (with 32 workers on 2 CPUs, 9 of
- * 124 worker-epochs were capped). Not from 1 x expected: epochs of ordinary swings above it
- * would be trimmed too, and a worker deliver under hz on average (9.4-9.7 of 10).
+ * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
+ * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
  * The count so far does not depend on the draws, and each selected transition carries the
  * 1/L of its own block, so the weights stay exact.
  */

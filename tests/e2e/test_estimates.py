@@ -118,7 +118,7 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     assert 0.9 * hz <= mean <= 1.1 * hz, desc
     # Per worker, an epoch's windows find it on the CPU for a slice or two of ~3 ms, or not
     # at all: over 12 s each worker's rate still spreads from about half of hz to one and a
-    # half (bench/RESULTS.md). Left behind, before, was none at all for 15 of the 32.
+    # half (bench/RESULTS.md). Left behind means far below that.
     assert min(rates) >= 0.3 * hz, "a worker left behind: " + desc
     assert capped <= 0.02 * of, desc
     counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))

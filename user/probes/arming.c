@@ -957,8 +957,7 @@ static bool share_of(const struct d9_worker_ns *v, const struct d9_worker_share 
  * (expected_by_cpu), and how many workers had some. Written before the next epoch's windows
  * open. Averaged over epochs (1/4 to the last): where workers outnumber CPUs their shares
  * change from epoch to epoch, and hz over a share that swings selects more than hz on average
- * (1/x is convex): 11-12 samples a second of 10 with 3 workers on 2 CPUs, from the last epoch
- * alone.
+ * (1/x is convex; bench/RESULTS.md).
  */
 static uint32_t write_shares(struct arming *a, uint64_t epoch)
 {
@@ -988,10 +987,10 @@ static uint32_t write_shares(struct arming *a, uint64_t epoch)
 }
 
 /* The run's first figures are taken from here on: the start-up (the first window puts in
- * every probe) takes CPU from the workers, and figures from before it read 0.2-0.4 of a CPU
- * per worker where 0.6 followed (3 workers on 2 CPUs), so that the first whole epoch selected
- * up to 1.7 times hz. Unless too little of the epoch is left (the start-up ended late): a
- * figure from the start-up beats none, which leaves the first whole epoch calibrating. */
+ * every probe) takes CPU from the workers, and figures from before it read low, so that the
+ * first whole epoch selected well over hz. Unless too little of the epoch is left (the
+ * start-up ended late): a figure from the start-up beats none, which leaves the first whole
+ * epoch calibrating. */
 static void rebase_shares(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.worker_ns),
