@@ -348,6 +348,30 @@ static __always_inline __u32 next_rand(struct d9_worker_state *ws)
 	return (x * 0x2545f4914f6cdd1dULL) >> 32;
 }
 
+static __always_inline __u64 prob_for(__u64 expected)
+{
+	__u64 p = expected ? (per_worker_hz << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
+
+	return p > D9_PROB_ONE ? D9_PROB_ONE : p;
+}
+
+/*
+ * The p of the worker's next block: the epoch's, or, once the worker has made half as many
+ * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
+ * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
+ * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
+ * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
+ * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
+ * The count so far does not depend on the draws, and each selected transition carries the
+ * 1/L of its own block, so the weights stay exact.
+ */
+static __always_inline __u64 burst_prob(const struct d9_worker_state *ws)
+{
+	__u64 p = prob_for(2 * ws->eligible / 3);
+
+	return p < ws->prob ? p : ws->prob;
+}
+
 /* Blocks longer than this are cut: p below 2^-30 selects nothing in any real run. */
 #define D9_MAX_BLOCK (1U << 30)
 
@@ -360,11 +384,12 @@ static __always_inline __u32 next_rand(struct d9_worker_state *ws)
  * binomially (+-32% an epoch at 10 a second, +-7% over a 20 s run). Returns L for the
  * selected transition, 0 for the others.
  */
-static __always_inline __u32 block_draw(struct d9_worker_state *ws, __u64 prob)
+static __always_inline __u32 block_draw(struct d9_worker_state *ws)
 {
 	__u32 at;
 
 	if (!ws->blk_left) {
+		__u64 prob = burst_prob(ws);
 		__u64 inv = prob ? (D9_PROB_ONE << 16) / prob : (__u64)D9_MAX_BLOCK << 16;
 		__u64 len = inv >> 16;
 
@@ -487,30 +512,6 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
 	rate = (ws->cnt_sm << 24) / ws->cpu_sm; /* per ns, x 2^32 */
 	*expected = windowed_count((rate * s->cpu_ns) >> 16, duty);
 	return *expected > 0;
-}
-
-static __always_inline __u64 prob_for(__u64 expected)
-{
-	__u64 p = expected ? (per_worker_hz << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
-
-	return p > D9_PROB_ONE ? D9_PROB_ONE : p;
-}
-
-/*
- * The p of the worker's next block: the epoch's, or, once the worker has made half as many
- * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
- * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
- * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
- * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
- * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
- * The count so far does not depend on the draws, and each selected transition carries the
- * 1/L of its own block, so the weights stay exact.
- */
-static __always_inline __u64 burst_prob(const struct d9_worker_state *ws)
-{
-	__u64 p = prob_for(2 * ws->eligible / 3);
-
-	return p < ws->prob ? p : ws->prob;
 }
 
 /*
@@ -1061,7 +1062,7 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 	ws->duty = arm->duty;
 	ws->eligible++;
 	count_resume(t, f, arm, key, epoch);
-	if (ws->calibrating || !block_draw(ws, burst_prob(ws)))
+	if (ws->calibrating || !block_draw(ws))
 		return;
 	if (!cap_admit(ws)) {
 		ws->refused++;
