@@ -45,8 +45,16 @@ def rarely_resuming_tasks_estimated():
            for k, (g, r, c) in kinds.items() if r]
     got, real, n = kinds["idle"]
     assert n >= 10, f"only {n} samples of the idle tasks: " + "; ".join(res)
-    assert 0.6 <= got / real <= 1.6, "; ".join(res)
-    assert 0.6 <= counted.get("idle", 0) / real <= 1.6, "; ".join(res)
+    # A dozen or two samples of the idle tasks give an estimate within about +-50% (95%); the
+    # check is the estimate's own 99.9% interval, widened from the 95% one the report prints,
+    # so that a right estimator fails about once in 1000 runs.
+    good = clean_epochs(meta) & set(truth)
+    m = coverage_tool.windows_in(meta, good)
+    _, hw = coverage_tool.interval([s for s in samples if s["epoch"] in good], m, "idle")
+    _, hwc = coverage_tool.interval_counted(meta, good, m, "idle")
+    res.append(f"idle 95% half widths: samples {hw / real:.2f}, counts {hwc / real:.2f}")
+    assert abs(got - real) <= 1.68 * hw, "; ".join(res)
+    assert abs(counted.get("idle", 0) - real) <= 1.68 * hwc, "; ".join(res)
     duties = [e["duty"] for e in meta["overhead"]["epochs"]]
     later = sorted(duties[2:])
     assert duties[1] >= 0.4 * later[len(later) // 2], f"a ramp: duties {duties}"
