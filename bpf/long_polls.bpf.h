@@ -102,24 +102,26 @@ static __always_inline void lp_bump(__u32 slot)
 		__sync_fetch_and_add(v, 1);
 }
 
-/* Called inside a poll of task_id (a park point in a window) until the word is learned. */
-static __always_inline void lp_learn_word(__u64 task_id)
+/* Called inside a poll of task_id (a park point in a window) until the word is learned.
+ * Global, not inlined, so that the verifier checks its loop once, not at every park point's
+ * path. */
+__noinline int lp_learn_word(__u64 task_id)
 {
 	__u64 ctx = lp_id_word == D9_LP_UNLEARNED ? lp_context() : 0, *last;
 	struct lp_words *sw;
 	__u32 zero = 0;
 
 	if (!ctx || !task_id)
-		return;
+		return 0;
 	/* Otherwise a window whose park points are mostly one task's (a yield loop) would
 	 * teach any word that happens to equal that id, a small integer as often as not. */
 	last = bpf_map_lookup_elem(&lp_last_obs, &zero);
 	if (!last || *last == task_id)
-		return;
+		return 0;
 	*last = task_id;
 	sw = bpf_map_lookup_elem(&lp_scratch, &zero);
 	if (!sw || bpf_probe_read_user(sw, sizeof(*sw), (void *)ctx))
-		return;
+		return 0;
 	for (__u32 j = 0; j < D9_LP_WORDS; j++) {
 		if (sw->w[j] != task_id)
 			continue;
@@ -128,6 +130,7 @@ static __always_inline void lp_learn_word(__u64 task_id)
 			lp_bump(D9_LP_WORDS + j);
 	}
 	lp_bump(2 * D9_LP_WORDS);
+	return 0;
 }
 
 /* The id of the task the current thread is polling, 0 when none or not learned. */

@@ -784,12 +784,16 @@ static __always_inline void task_went_pending(struct thread_state *t, struct fra
  * returned when the same thread enters a poll at the same or a shallower stack depth, or
  * parks. end_ns is then the time of that next event, a few hundred ns after the real return
  * on a busy worker; 0 when unknown.
+ *
+ * Global, not inlined: pop_frames' loop reaches it at each of up to D9_MAX_NEST depths from
+ * three call sites, and inlined, the verifier walked the sample's writing in every one.
  */
-static __always_inline void finish_frame(struct thread_state *t, struct frame *f, __u32 tid,
-					 __u64 end_ns)
+__noinline int finish_frame(struct thread_state *t, struct frame *f, __u32 tid, __u64 end_ns)
 {
 	__u64 state = 0;
 
+	if (!t || !f)
+		return 0;
 	if (!(f->flags & D9_SF_FREED) &&
 	    !bpf_probe_read_user(&state, sizeof(state), (void *)f->hdr)) {
 		if (state & D9_TASK_COMPLETE) {
@@ -806,6 +810,7 @@ static __always_inline void finish_frame(struct thread_state *t, struct frame *f
 	if (f->selected)
 		emit_sample(f, tid, end_ns);
 	f->selected = 0;
+	return 0;
 }
 
 /* The time since t0 went to a capture (see d9_gate_time.capture_ns). */

@@ -167,13 +167,29 @@ static long unwind_step(__u32 i, void *arg)
  * pc, then return addresses. pc is looked up as is (an exact pc, or a call site the caller
  * already took 1 from). Returns the number of frames and counts how the walk ended.
  */
-static __always_inline int ebpf_unwind_from(__u64 pc, __u64 sp, __u64 bp, __u64 *ips)
-{
-	struct unwind_walk w = {.pc = pc, .lookup = pc, .sp = sp, .bp = bp, .ips = ips};
+/* A global function's pointer argument reaches only the size of its pointee type. */
+struct d9_ips {
+	__u64 ip[D9_MAX_STACK_DEPTH];
+};
 
+/* Global, not inlined: the verifier checks a global function once per program, whatever its
+ * callers' states, where inlined it walked the frames' loop again at each call site and for
+ * each state reaching it (capture_park alone has three). */
+__noinline int d9_unwind_walk(__u64 pc, __u64 sp, __u64 bp, struct d9_ips *out)
+{
+	struct unwind_walk w = {.pc = pc, .lookup = pc, .sp = sp, .bp = bp};
+
+	if (!out)
+		return 0;
+	w.ips = out->ip;
 	bpf_loop(D9_MAX_STACK_DEPTH + 1, unwind_step, &w, 0);
 	count(w.stop ? w.stop : D9_CNT_EBPF_UNWIND_DEPTH);
 	return (int)w.n;
+}
+
+static __always_inline int ebpf_unwind_from(__u64 pc, __u64 sp, __u64 bp, __u64 *ips)
+{
+	return d9_unwind_walk(pc, sp, bp, (struct d9_ips *)ips);
 }
 
 /* From the user registers of the current task in a uprobe's ctx, stopped at an exact pc. */
