@@ -141,17 +141,31 @@ int unwind_tables_size_map(const struct unwind_tables *t, struct bpf_map *rows)
 	return bpf_map__set_max_entries(rows, t->nrows ? (uint32_t)t->nrows : 1);
 }
 
+/* Rows go in batches: one syscall a row was most of the table's load time. */
+#define FILL_BATCH 4096
+
+static int fill_array(int fd, const void *values, size_t size, uint32_t n)
+{
+	uint32_t keys[FILL_BATCH];
+
+	for (uint32_t at = 0; at < n;) {
+		uint32_t count = n - at < FILL_BATCH ? n - at : FILL_BATCH;
+
+		for (uint32_t i = 0; i < count; i++)
+			keys[i] = at + i;
+		if (bpf_map_update_batch(fd, keys, (const char *)values + (size_t)at * size, &count,
+					 NULL))
+			return -errno;
+		at += count;
+	}
+	return 0;
+}
+
 int unwind_tables_fill(const struct unwind_tables *t, struct bpf_map *rows, struct bpf_map *modules)
 {
-	int rows_fd = bpf_map__fd(rows), mods_fd = bpf_map__fd(modules);
+	int err = fill_array(bpf_map__fd(modules), t->mods, sizeof(t->mods[0]), t->nmods);
 
-	for (uint32_t i = 0; i < t->nmods; i++)
-		if (bpf_map_update_elem(mods_fd, &i, &t->mods[i], BPF_ANY))
-			return -errno;
-	for (uint32_t i = 0; i < t->nrows; i++)
-		if (bpf_map_update_elem(rows_fd, &i, &t->rows[i], BPF_ANY))
-			return -errno;
-	return 0;
+	return err ? err : fill_array(bpf_map__fd(rows), t->rows, sizeof(t->rows[0]), t->nrows);
 }
 
 void unwind_tables_free(struct unwind_tables *t)
