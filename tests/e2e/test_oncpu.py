@@ -95,7 +95,8 @@ def fp_run():
     """One fp run at 499 Hz with perf record -e cpu-clock on the same target alongside."""
     if RUN:
         return RUN
-    d = Demo(*WORKLOAD, binary=DEMO_FP, workers=2)
+    # D9_WORKERS: the same comparison with more workers than CPUs (bench/RESULTS.md).
+    d = Demo(*WORKLOAD, binary=DEMO_FP, workers=int(os.environ.get("D9_WORKERS", 2)))
     out, pdir = tmpdir("d9out-oncpu-"), tmpdir("d9perf-oncpu-")
     data = os.path.join(pdir, "perf.data")
     try:
