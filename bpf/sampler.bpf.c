@@ -358,10 +358,11 @@ static __always_inline __u64 prob_for(__u64 target, __u64 expected)
 /*
  * The p of the worker's next block: the epoch's, or, once the worker has made half as many
  * eligible transitions again this epoch as that p expects (target / p), 1.5 x its target
- * over its count so far. Work that moves between workers (Tokio's stealing) lands on a worker whose
- * p was set for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
- * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
- * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
+ * over its count so far. Work that moves between workers (Tokio's stealing) lands on a worker
+ * whose p was set for its quiet epochs; such an epoch then selects about 1.5 x target x (1 +
+ * ln(count / 1.5 expected)) instead of count x p, which only the cap bounded. Not from 1 x
+ * expected: epochs of ordinary swings above it would be trimmed too, and a worker deliver
+ * under its target on average.
  * The count so far does not depend on the draws, and each selected transition carries the
  * 1/L of its own block, so the weights stay exact.
  */

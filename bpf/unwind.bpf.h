@@ -162,19 +162,20 @@ static long unwind_step(__u32 i, void *arg)
 	return 0;
 }
 
-/*
- * Unwinds from pc, sp, bp into ips (D9_MAX_STACK_DEPTH entries), innermost first: ips[0] =
- * pc, then return addresses. pc is looked up as is (an exact pc, or a call site the caller
- * already took 1 from). Returns the number of frames and counts how the walk ended.
- */
 /* A global function's pointer argument reaches only the size of its pointee type. */
 struct d9_ips {
 	__u64 ip[D9_MAX_STACK_DEPTH];
 };
 
-/* Global, not inlined: the verifier checks a global function once per program, whatever its
+/*
+ * Unwinds from pc, sp, bp into out (D9_MAX_STACK_DEPTH entries), innermost first: ip[0] = pc,
+ * then return addresses. pc is looked up as is (an exact pc, or a call site the caller already
+ * took 1 from). Returns the number of frames and counts how the walk ended.
+ *
+ * Global, not inlined: the verifier checks a global function once per program, whatever its
  * callers' states, where inlined it walked the frames' loop again at each call site and for
- * each state reaching it (capture_park alone has three). */
+ * each state reaching it (capture_park alone has three).
+ */
 __noinline int d9_unwind_walk(__u64 pc, __u64 sp, __u64 bp, struct d9_ips *out)
 {
 	struct unwind_walk w = {.pc = pc, .lookup = pc, .sp = sp, .bp = bp};
