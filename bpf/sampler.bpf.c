@@ -348,27 +348,26 @@ static __always_inline __u32 next_rand(struct d9_worker_state *ws)
 	return (x * 0x2545f4914f6cdd1dULL) >> 32;
 }
 
-static __always_inline __u64 prob_for(__u64 target, __u64 expected)
+static __always_inline __u64 prob_for(__u64 expected)
 {
-	__u64 p = expected ? (target << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
+	__u64 p = expected ? (per_worker_hz << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
 
 	return p > D9_PROB_ONE ? D9_PROB_ONE : p;
 }
 
 /*
  * The p of the worker's next block: the epoch's, or, once the worker has made half as many
- * eligible transitions again this epoch as that p expects (target / p), 1.5 x its target
- * over its count so far. Work that moves between workers (Tokio's stealing) lands on a worker
- * whose p was set for its quiet epochs; such an epoch then selects about 1.5 x target x (1 +
- * ln(count / 1.5 expected)) instead of count x p, which only the cap bounded. Not from 1 x
- * expected: epochs of ordinary swings above it would be trimmed too, and a worker deliver
- * under its target on average.
+ * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
+ * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
+ * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
+ * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
+ * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
  * The count so far does not depend on the draws, and each selected transition carries the
  * 1/L of its own block, so the weights stay exact.
  */
 static __always_inline __u64 burst_prob(const struct d9_worker_state *ws)
 {
-	__u64 p = prob_for(ws->target, 2 * ws->eligible / 3);
+	__u64 p = prob_for(2 * ws->eligible / 3);
 
 	return p < ws->prob ? p : ws->prob;
 }
@@ -516,34 +515,6 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
 }
 
 /*
- * What the worker's closing epoch selected short of hz joins what it owes, and epochs it was
- * not seen in while it had CPU time owe hz each; the next epoch aims at hz plus half of that.
- * Windows see a worker's eligible transitions through a few ms a second, so an epoch's count
- * lands anywhere from a quarter to twice what its p expects, and a worker's mean over a run
- * wanders off hz by that noise over the square root of its epochs; carrying the shortfall
- * halves it each epoch instead, and corrects a worker whose expected count runs high or low.
- * Epochs at p = 1 owe nothing (all there was was drawn), nor do calibrating ones. Bounded by
- * hz either way, so one burst or idle spell does not steer the epochs after it. The target
- * is fixed before the epoch's draws: weights stay exact.
- */
-static __always_inline void owed_add(__u64 key, struct d9_worker_state *ws, __u64 epoch, __u64 duty)
-{
-	__s64 hz = (__s64)per_worker_hz, owed = ws->owed;
-	__u64 expected;
-
-	if (!ws->calibrating && ws->eligible && ws->prob < D9_PROB_ONE)
-		owed += hz - (__s64)ws->selected;
-	if (epoch > ws->epoch + 1 && expected_by_cpu(key, ws, epoch, duty, &expected))
-		owed += epoch > ws->epoch + 2 ? 2 * hz : hz;
-	if (owed > hz)
-		owed = hz;
-	if (owed < -hz)
-		owed = -hz;
-	ws->owed = (__s32)owed;
-	ws->target = (__u32)(hz + (owed >> 1)); /* BPF has no signed division */
-}
-
-/*
  * dial9's per_worker_bernoulli_v1: the first epoch a worker is seen in calibrates (p = 0;
  * with windows, only before any worker has sampled: worker_seed);
  * after that p = min(1, hz / eligible transitions of the previous epoch), and p = 1 when the
@@ -556,7 +527,6 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	bool consecutive = epoch == ws->epoch + 1;
 
 	emit_epoch(key, ws);
-	owed_add(key, ws, epoch, duty);
 	/* A block drawn at the last epoch's p would hold this one to it: cut it. Where a block
 	 * ends does not depend on its pick, so each of its transitions still had 1/L. */
 	ws->blk_left = 0;
@@ -607,7 +577,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 		if (expected_by_cpu(key, ws, epoch, duty, &prev))
 			consecutive = true;
 	}
-	ws->prob = consecutive && prev > 0 ? prob_for(ws->target, prev) : D9_PROB_ONE;
+	ws->prob = consecutive && prev > 0 ? prob_for(prev) : D9_PROB_ONE;
 	ws->tokens_ns = bucket_ns;
 	ws->epoch = epoch;
 	ws->eligible = 0;
@@ -653,7 +623,7 @@ static __always_inline void worker_seed(__u64 key, struct d9_worker_state *ws, _
 	ws->cnt_sm = seed_cnt_sm;
 	ws->cpu_sm = seed_cpu_sm;
 	if (expected_by_cpu(key, ws, epoch, duty, &expected)) {
-		ws->prob = prob_for(per_worker_hz, expected);
+		ws->prob = prob_for(expected);
 		ws->calibrating = 0;
 	}
 	if (!seed_rate)
@@ -661,7 +631,7 @@ static __always_inline void worker_seed(__u64 key, struct d9_worker_state *ws, _
 	ws->rate = seed_rate;
 	ws->rate_n = 1;
 	if (ws->calibrating)
-		ws->prob = prob_for(per_worker_hz, windowed_count(seed_rate, duty));
+		ws->prob = prob_for(windowed_count(seed_rate, duty));
 	ws->calibrating = 0;
 }
 
@@ -678,7 +648,6 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 		return NULL;
 	__builtin_memset(init, 0, sizeof(*init));
 	init->epoch = epoch;
-	init->target = per_worker_hz;
 	worker_seed(key, init, epoch, duty);
 	init->tokens_ns = bucket_ns;
 	init->first_ns = now;

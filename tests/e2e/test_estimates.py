@@ -91,14 +91,8 @@ def cpu_bound_counts_steady_with_more_workers_than_cpus():
     # far (bench/RESULTS.md).
     assert sd <= 0.18, f"CPU tasks per epoch {[round(x, 2) for x in per]}: spread {sd:.2f}"
     assert 0.85 <= total <= 1.15, f"CPU tasks counted at {total:.2f} of the truth"
-    # Each worker's budget over the run: an epoch aims at hz plus half of what the worker owes,
-    # so a worker's mean is off hz by about its last epoch's shortfall over the epochs; without
-    # the carry a worker's windows put it 20% off in some runs.
-    rates, _, _ = delivery(meta)
-    per_worker = ", ".join(f"{r:.1f}" for r in rates)
-    assert all(8.5 <= r <= 11.5 for r in rates), f"per-worker samples/s {per_worker} (hz 10)"
     return (f"{len(good)} epochs: CPU tasks counted at {total:.2f} of the truth, per epoch "
-            f"{min(per):.2f}-{max(per):.2f} (spread {sd:.2f}); per-worker samples/s {per_worker}")
+            f"{min(per):.2f}-{max(per):.2f} (spread {sd:.2f})")
 
 
 @test
