@@ -928,6 +928,21 @@ static int read_worker_cpu(struct arming *a, struct arming_tid_cpu *out, size_t 
 	return (int)n;
 }
 
+/* The next worker of the map worker_ns after *key (the first one: from the start), with its
+ * totals; entries evicted between the two calls are skipped. */
+static bool worker_ns_next(int fd, bool first, uint64_t *key, struct d9_worker_ns *v)
+{
+	uint64_t next;
+
+	while (fd >= 0 && !bpf_map_get_next_key(fd, first ? NULL : key, &next)) {
+		*key = next;
+		first = false;
+		if (!bpf_map_lookup_elem(fd, key, v))
+			return true;
+	}
+	return false;
+}
+
 /* One worker's figure from its total ns at now, against the last one (old) or, for a
  * worker without one, the time it is followed from; false where the span is too short. */
 static bool share_of(const struct d9_worker_ns *v, const struct d9_worker_share *old, uint64_t now,
@@ -963,17 +978,13 @@ static uint32_t write_shares(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.worker_ns),
 	    sfd = bpf_map__fd(a->skel->maps.worker_share);
-	uint64_t key, next, *prev = NULL, now = mono_ns();
+	uint64_t key, now = mono_ns();
+	struct d9_worker_ns v;
 	uint32_t busy = 0;
 
-	while (fd >= 0 && sfd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
+	for (bool first = true; sfd >= 0 && worker_ns_next(fd, first, &key, &v); first = false) {
 		struct d9_worker_share old, s;
-		struct d9_worker_ns v;
 
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &v))
-			continue;
 		if (bpf_map_lookup_elem(sfd, &key, &old))
 			old = (struct d9_worker_share){0};
 		if (!share_of(&v, &old, now, epoch, &s))
@@ -995,20 +1006,15 @@ static void rebase_shares(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.worker_ns),
 	    sfd = bpf_map__fd(a->skel->maps.worker_share);
-	uint64_t key, next, *prev = NULL, now = mono_ns();
+	uint64_t key, now = mono_ns();
 	struct d9_worker_share s = {.epoch = epoch - 1, .at_time = now};
+	struct d9_worker_ns v;
 
 	if (now + REBASE_MIN_NS > (epoch + 1) * NSEC)
 		return;
-	while (fd >= 0 && sfd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
-		struct d9_worker_ns v;
-
-		key = next;
-		prev = &key;
-		if (!bpf_map_lookup_elem(fd, &key, &v)) {
-			s.at_ns = v.ns;
-			bpf_map_update_elem(sfd, &key, &s, BPF_ANY);
-		}
+	for (bool first = true; sfd >= 0 && worker_ns_next(fd, first, &key, &v); first = false) {
+		s.at_ns = v.ns;
+		bpf_map_update_elem(sfd, &key, &s, BPF_ANY);
 	}
 }
 
