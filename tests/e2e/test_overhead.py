@@ -279,7 +279,10 @@ def stale_epoch_capped_alone():
     rate. The bucket is refilled whole at each epoch, so the cap ends with the stale p:
     refilled at hz with time, it would stay near empty while p, now set right, selects ~hz
     a second, and cap about every other epoch after the jump (..CCC.... per worker with that
-    build)."""
+    build). The demo starts a quarter into a second (epochs are CLOCK_MONOTONIC seconds), so
+    that the jump comes early in one: a jump late in a second can leave that epoch and the
+    next both just under the cap."""
+    time.sleep((1.25 - time.monotonic() % 1.0) % 1.0)
     d = Demo("--cpu-tasks", "0", "--channel-tasks", "0", "--timer-tasks", "4",
              "--late-cpu-tasks", "8", "--late-after", "3", workers=2, mode="mix")
     try:
