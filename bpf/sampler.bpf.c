@@ -348,9 +348,9 @@ static __always_inline __u32 next_rand(struct d9_worker_state *ws)
 	return (x * 0x2545f4914f6cdd1dULL) >> 32;
 }
 
-static __always_inline __u64 prob_for(__u64 expected)
+static __always_inline __u64 prob_for(__u64 target, __u64 expected)
 {
-	__u64 p = expected ? (per_worker_hz << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
+	__u64 p = expected ? (target << D9_PROB_SHIFT) / expected : D9_PROB_ONE;
 
 	return p > D9_PROB_ONE ? D9_PROB_ONE : p;
 }
@@ -358,8 +358,8 @@ static __always_inline __u64 prob_for(__u64 expected)
 /*
  * The p of the worker's next block: the epoch's, or, once the worker has made half as many
  * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
- * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
- * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
+ * far. Work that moves between workers (Tokio's stealing) lands on a worker whose
+ * p was set for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
  * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
  * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
  * The count so far does not depend on the draws, and each selected transition carries the
@@ -367,7 +367,7 @@ static __always_inline __u64 prob_for(__u64 expected)
  */
 static __always_inline __u64 burst_prob(const struct d9_worker_state *ws)
 {
-	__u64 p = prob_for(2 * ws->eligible / 3);
+	__u64 p = prob_for(per_worker_hz, 2 * ws->eligible / 3);
 
 	return p < ws->prob ? p : ws->prob;
 }
@@ -514,6 +514,40 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
 	return *expected > 0;
 }
 
+/* Set by the loader each epoch: the windows found every busy worker in each of the last two
+ * epochs (user/probes/arming.c, active_workers). */
+__u32 carry_on = 0;
+
+/*
+ * The worker's next target: hz plus half of what it owes, which is what its epochs at p < 1
+ * selected short of hz (or over it), back to back, bounded by hz. Windows see a worker's
+ * transitions through a few ms a second, so an epoch's count lands anywhere from a quarter to
+ * twice what its p expects, and a worker's mean over a run wanders off hz by that noise over
+ * the square root of its epochs; carrying the difference halves it each epoch instead. An
+ * epoch at p = 1 drew all there was, one the worker was not seen in drew nothing, and a capped
+ * one is left out of unbiased figures: each ends the carry. Only while the windows find every
+ * busy worker every epoch (carry_on): where workers outnumber CPUs they miss some workers in
+ * some epochs, p is set so that a worker selects hz on average over the epochs that find it
+ * and those that miss it, and repaying the first kind would hold it under hz
+ * (bench/RESULTS.md). Fixed before the epoch's draws: weights stay exact.
+ */
+static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
+{
+	__s64 hz = (__s64)per_worker_hz, owed = ws->owed;
+
+	if (!carry_on || ws->calibrating || ws->capped || !ws->eligible ||
+	    ws->prob >= D9_PROB_ONE || epoch != ws->epoch + 1)
+		owed = 0;
+	else
+		owed += hz - (__s64)ws->selected;
+	if (owed > hz)
+		owed = hz;
+	if (owed < -hz)
+		owed = -hz;
+	ws->owed = (__s32)owed;
+	ws->target = (__u32)(hz + (owed >> 1)); /* BPF has no signed division */
+}
+
 /*
  * dial9's per_worker_bernoulli_v1: the first epoch a worker is seen in calibrates (p = 0;
  * with windows, only before any worker has sampled: worker_seed);
@@ -527,6 +561,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	bool consecutive = epoch == ws->epoch + 1;
 
 	emit_epoch(key, ws);
+	owed_add(ws, epoch);
 	/* A block drawn at the last epoch's p would hold this one to it: cut it. Where a block
 	 * ends does not depend on its pick, so each of its transitions still had 1/L. */
 	ws->blk_left = 0;
@@ -577,7 +612,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 		if (expected_by_cpu(key, ws, epoch, duty, &prev))
 			consecutive = true;
 	}
-	ws->prob = consecutive && prev > 0 ? prob_for(prev) : D9_PROB_ONE;
+	ws->prob = consecutive && prev > 0 ? prob_for(ws->target, prev) : D9_PROB_ONE;
 	ws->tokens_ns = bucket_ns;
 	ws->epoch = epoch;
 	ws->eligible = 0;
@@ -623,7 +658,7 @@ static __always_inline void worker_seed(__u64 key, struct d9_worker_state *ws, _
 	ws->cnt_sm = seed_cnt_sm;
 	ws->cpu_sm = seed_cpu_sm;
 	if (expected_by_cpu(key, ws, epoch, duty, &expected)) {
-		ws->prob = prob_for(expected);
+		ws->prob = prob_for(per_worker_hz, expected);
 		ws->calibrating = 0;
 	}
 	if (!seed_rate)
@@ -631,7 +666,7 @@ static __always_inline void worker_seed(__u64 key, struct d9_worker_state *ws, _
 	ws->rate = seed_rate;
 	ws->rate_n = 1;
 	if (ws->calibrating)
-		ws->prob = prob_for(windowed_count(seed_rate, duty));
+		ws->prob = prob_for(per_worker_hz, windowed_count(seed_rate, duty));
 	ws->calibrating = 0;
 }
 
@@ -648,6 +683,7 @@ static __always_inline struct d9_worker_state *worker_get(__u64 key, __u64 epoch
 		return NULL;
 	__builtin_memset(init, 0, sizeof(*init));
 	init->epoch = epoch;
+	init->target = per_worker_hz;
 	worker_seed(key, init, epoch, duty);
 	init->tokens_ns = bucket_ns;
 	init->first_ns = now;

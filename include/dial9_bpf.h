@@ -390,13 +390,13 @@ struct d9_worker_state {
 	__u64 cnt_sm;
 	__u64 cpu_sm;
 	__u32 cpu_n; /* sampled epochs in those, saturating */
-	__u32 cpu_pad;
+	__s32 owed;  /* samples short of hz so far, bounded (sampler.bpf.c, owed_add) */
 	struct d9_gate_time gate; /* this epoch's, emitted with it */
 	/* The current block of the stratified draw (sampler.bpf.c, block_draw). */
 	__u32 blk_len;
 	__u32 blk_left;
 	__u32 blk_pick;
-	__u32 blk_pad;
+	__u32 target; /* this epoch's samples to aim at: hz and half of what is owed */
 };
 
 /* Counters the loader reports in metadata.json (per-CPU array, index = enum value). */

@@ -714,13 +714,14 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
 /* Workers that made an eligible transition in the last two epochs, or had CPU time in the
  * last one where that is followed (a window of a few ms misses most of them when there are
  * more workers than CPUs); and, for the sampler to start a worker it has not seen yet from
- * (worker_seed in sampler.bpf.c), the mean rates of those with one. */
+ * (worker_seed in sampler.bpf.c), the mean rates of those with one. Turns the sampler's carry
+ * on while the windows found every busy worker in each of the last two epochs (owed_add). */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.workers);
 	uint64_t key, next, *prev = NULL;
 	struct d9_worker_state ws;
-	uint32_t n = 0, nrated = 0, ncpu = 0, ncal = 0;
+	uint32_t n = 0, nrated = 0, ncpu = 0, ncal = 0, seen = 0, busy;
 	double rates = 0, cnt = 0, cpu = 0, ccnt = 0, ccpu = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
@@ -729,6 +730,7 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 		if (bpf_map_lookup_elem(fd, &key, &ws) || ws.epoch + 2 < epoch)
 			continue;
 		n++;
+		seen += ws.epoch + 1 >= epoch;
 		if (ws.rate && !ws.calibrating) {
 			rates += (double)ws.rate;
 			nrated++;
@@ -755,7 +757,10 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 		a->skel->bss->seed_cnt_sm = (uint64_t)(cnt / ncpu);
 		a->skel->bss->seed_cpu_sm = (uint64_t)(cpu / ncpu);
 	}
-	return n > a->busy_workers ? n : a->busy_workers;
+	busy = n > a->busy_workers ? n : a->busy_workers;
+	a->all_seen = seen >= busy ? a->all_seen + 1 : 0;
+	a->skel->bss->carry_on = a->all_seen >= 2;
+	return busy;
 }
 
 static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t gate_ns,

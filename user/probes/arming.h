@@ -98,6 +98,8 @@ struct arming {
 	bool cpu_prev_whole;
 	/* Workers with ACTIVE_CPU_NS or more of it in the last epoch (write_shares). */
 	uint32_t busy_workers;
+	/* Epochs in a row whose windows found every busy worker (active_workers). */
+	uint32_t all_seen;
 
 	/* Set while per-poll probes are attached for a window (not when always armed): the
 	 * loader then leaves the ring buffer alone, since running it would take a core from a
