@@ -514,13 +514,13 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
 	return *expected > 0;
 }
 
-/* Set by the loader each epoch: the windows found every busy worker in each of the last two
- * epochs (user/probes/arming.c, active_workers). */
+/* Set by the loader each epoch: on at the start, off after an epoch whose windows missed a
+ * busy worker, on again after two that found every one (user/probes/arming.c, active_workers). */
 __u32 carry_on = 0;
 
 /*
  * The worker's next target: hz plus half of what it owes, which is what its epochs at p < 1
- * selected short of hz (or over it), back to back, bounded by hz. Windows see a worker's
+ * selected short of hz (or over it), back to back, bounded by OWED_MAX x hz. Windows see a worker's
  * transitions through a few ms a second, so an epoch's count lands anywhere from a quarter to
  * twice what its p expects, and a worker's mean over a run wanders off hz by that noise over
  * the square root of its epochs; carrying the difference halves it each epoch instead. An
@@ -531,6 +531,7 @@ __u32 carry_on = 0;
  * and those that miss it, and repaying the first kind would hold it under hz
  * (bench/RESULTS.md). Fixed before the epoch's draws: weights stay exact.
  */
+#define OWED_MAX 2
 static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
 {
 	__s64 hz = (__s64)per_worker_hz, owed = ws->owed;
@@ -540,10 +541,10 @@ static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
 		owed = 0;
 	else
 		owed += hz - (__s64)ws->selected;
-	if (owed > hz)
-		owed = hz;
-	if (owed < -hz)
-		owed = -hz;
+	if (owed > OWED_MAX * hz)
+		owed = OWED_MAX * hz;
+	if (owed < -OWED_MAX * hz)
+		owed = -OWED_MAX * hz;
 	ws->owed = (__s32)owed;
 	ws->target = (__u32)(hz + (owed >> 1)); /* BPF has no signed division */
 }

@@ -715,7 +715,8 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
  * last one where that is followed (a window of a few ms misses most of them when there are
  * more workers than CPUs); and, for the sampler to start a worker it has not seen yet from
  * (worker_seed in sampler.bpf.c), the mean rates of those with one. Turns the sampler's carry
- * on while the windows found every busy worker in each of the last two epochs (owed_add). */
+ * off when the last epoch's windows missed a busy worker, and on again after two epochs that
+ * found every one (owed_add). */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.workers);
@@ -1161,6 +1162,9 @@ int arming_start(struct arming *a)
 	pthread_mutex_init(&a->lock, NULL);
 	a->bpf_run_ns = DEFAULT_BPF_RUN_NS;
 	a->tick_ns = kernel_tick_ns();
+	/* The sampler's carry starts on, until an epoch's windows miss a busy worker. */
+	a->all_seen = 2;
+	a->skel->bss->carry_on = 1;
 	/* Off by default in the kernel; on while this fd is open, for this tool's programs. */
 	a->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	a->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
