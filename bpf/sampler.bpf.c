@@ -358,8 +358,8 @@ static __always_inline __u64 prob_for(__u64 target, __u64 expected)
 /*
  * The p of the worker's next block: the epoch's, or, once the worker has made half as many
  * eligible transitions again this epoch as that p expects (hz / p), 1.5 hz over its count so
- * far. Work that moves between workers (Tokio's stealing) lands on a worker whose
- * p was set for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
+ * far. Work that moves between workers (Tokio's stealing) lands on a worker whose p was set
+ * for its quiet epochs; such an epoch then selects about 1.5 hz x (1 + ln(count / 1.5
  * expected)) instead of count x p, which only the cap bounded. Not from 1 x expected: epochs
  * of ordinary swings above it would be trimmed too, and a worker deliver under hz on average.
  * The count so far does not depend on the draws, and each selected transition carries the
@@ -518,20 +518,22 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
  * busy worker, on again after two that found every one (user/probes/arming.c, active_workers). */
 __u32 carry_on = 0;
 
+/* What a worker may owe or be owed, in epochs' worth of hz (owed_add). */
+#define OWED_MAX 2
+
 /*
  * The worker's next target: hz plus half of what it owes, which is what its epochs at p < 1
- * selected short of hz (or over it), back to back, bounded by OWED_MAX x hz. Windows see a worker's
- * transitions through a few ms a second, so an epoch's count lands anywhere from a quarter to
- * twice what its p expects, and a worker's mean over a run wanders off hz by that noise over
- * the square root of its epochs; carrying the difference halves it each epoch instead. An
- * epoch at p = 1 drew all there was, one the worker was not seen in drew nothing, and a capped
- * one is left out of unbiased figures: each ends the carry. Only while the windows find every
- * busy worker every epoch (carry_on): where workers outnumber CPUs they miss some workers in
- * some epochs, p is set so that a worker selects hz on average over the epochs that find it
- * and those that miss it, and repaying the first kind would hold it under hz
- * (bench/RESULTS.md). Fixed before the epoch's draws: weights stay exact.
+ * selected short of hz (or over it), back to back, bounded by OWED_MAX x hz. Windows see a
+ * worker's transitions through a few ms a second, so an epoch's count lands anywhere from a
+ * quarter to twice what its p expects, and a worker's mean over a run wanders off hz by that
+ * noise over the square root of its epochs; carrying the difference halves it each epoch
+ * instead. An epoch at p = 1 drew all there was, one the worker was not seen in drew
+ * nothing, and a capped one is left out of unbiased figures: each ends the carry. Only while
+ * the windows find every busy worker every epoch (carry_on): where workers outnumber CPUs they
+ * miss some workers in some epochs, p is set so that a worker selects hz on average over the
+ * epochs that find it and those that miss it, and repaying the first kind would hold it under
+ * hz (bench/RESULTS.md). Fixed before the epoch's draws: weights stay exact.
  */
-#define OWED_MAX 2
 static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
 {
 	__s64 hz = (__s64)per_worker_hz, owed = ws->owed;

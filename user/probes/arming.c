@@ -33,10 +33,6 @@
  * 0.25 ms neither the estimates nor the threads' off-CPU time in the gate (window_wait_ms)
  * moved (bench/RESULTS.md, "Overhead"). */
 #define SETTLE_NS 250000ULL
-/* The kernel ticks every 1-10 ms (CONFIG_HZ 1000-100); 4 ms (HZ=250) if it cannot be read. */
-#define TICK_MIN_NS 1000000L
-#define TICK_MAX_NS 10000000L
-#define TICK_DEFAULT_NS 4000000.0
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
@@ -161,17 +157,6 @@ static bool sleep_until(struct arming *a, uint64_t t)
 			ppoll(p, 2, &ts, NULL);
 		}
 	}
-}
-
-/* The kernel's timer tick (1/CONFIG_HZ): the coarse clocks advance by it. */
-static double kernel_tick_ns(void)
-{
-	struct timespec res;
-
-	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) || res.tv_sec || res.tv_nsec < TICK_MIN_NS ||
-	    res.tv_nsec > TICK_MAX_NS)
-		return TICK_DEFAULT_NS;
-	return (double)res.tv_nsec;
 }
 
 static double uniform(struct arming *a)
@@ -415,14 +400,13 @@ static void kept_check(struct arming *a)
 }
 
 /*
- * One window: attaches group g, opens the gate SETTLE_NS and a random part of a tick later
- * for len ns, and removes the probes when it ends. *cycle_ns gets the wall time of the attach and
- * the detach.
+ * One window: attaches group g, opens the gate SETTLE_NS later for len ns, and removes the
+ * probes when it ends. *cycle_ns gets the wall time of the attach and the detach.
  */
 static int window(struct arming *a, enum attach_group g, uint64_t len, double duty,
 		  uint64_t *cycle_ns)
 {
-	uint64_t t0 = mono_ns(), since, open;
+	uint64_t t0 = mono_ns(), since;
 
 	a->window_open = 1;
 	if (arm_group(a, g)) {
@@ -435,14 +419,9 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 	 * link_create returns). The gate opens by itself at its start time: waking up to open it
 	 * would take a core from a worker just as the window begins. */
 	since = mono_ns();
-	/* An attach ends just after a tick of the kernel's clock, whatever instant it began at:
-	 * a gate opened a fixed time after it would see the target at one phase of that grid all
-	 * run long, and a runtime's millisecond timers keep a fixed phase to it, so each window
-	 * would hold the same number of their wakeups. An offset uniform over one tick makes the
-	 * gate's phase uniform again. */
-	open = since + SETTLE_NS + (uint64_t)(uniform(a) * a->tick_ns);
-	set_window(a, open, open + len, duty, since, g == ATTACH_ARMED_LEAN);
-	sleep_until(a, open + len);
+	set_window(a, since + SETTLE_NS, since + SETTLE_NS + len, duty, since,
+		   g == ATTACH_ARMED_LEAN);
+	sleep_until(a, since + SETTLE_NS + len);
 	t0 = mono_ns() - (since - t0); /* the attach's wall time, plus the detach's below */
 	disarm(a);
 	a->window_open = 0;
@@ -639,7 +618,7 @@ static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
 
 	if (w && w < LEAN_MIN_WINDOW_NS)
 		w = LEAN_MIN_WINDOW_NS;
-	need = w + SETTLE_NS + (uint64_t)a->tick_ns + (uint64_t)a->window_wall_ns + 20000000ULL;
+	need = w + SETTLE_NS + (uint64_t)a->window_wall_ns + 20000000ULL;
 	if (!w || now + need >= end)
 		return 0;
 	start = now + (uint64_t)(uniform(a) * (double)(end - need - now));
@@ -818,7 +797,7 @@ static struct duty_limits duty_limits_of(const struct arming *a)
 	    .budget = a->budget,
 	    .window_cpu_ns = a->window_cpu_ns,
 	    .window_wall_ns = a->window_wall_ns,
-	    .settle_ns = (double)SETTLE_NS + a->tick_ns / 2.0,
+	    .settle_ns = (double)SETTLE_NS,
 	    .min_window_ns = MIN_WINDOW_NS,
 	    .window_share = WINDOW_BUDGET_SHARE,
 	};
@@ -1161,7 +1140,6 @@ int arming_start(struct arming *a)
 
 	pthread_mutex_init(&a->lock, NULL);
 	a->bpf_run_ns = DEFAULT_BPF_RUN_NS;
-	a->tick_ns = kernel_tick_ns();
 	/* The sampler's carry starts on, until an epoch's windows miss a busy worker. */
 	a->all_seen = 2;
 	a->skel->bss->carry_on = 1;
