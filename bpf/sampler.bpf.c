@@ -1473,8 +1473,12 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 	if (!t)
 		return 0;
 	arm = bpf_map_lookup_elem(&arming, &zero);
-	if (arm)
-		gate_account(t, arm, bpf_ktime_get_ns(), false);
+	if (!arm)
+		return 0;
+	gate_account(t, arm, bpf_ktime_get_ns(), false);
+	/* A poll under way when the probes went in left its frame with an earlier arming's
+	 * task: a park point it reaches is not that task's, nor one to learn the id word from. */
+	drop_stale_frames(t, tid, arm->generation);
 	if (t->depth == 0 || t->depth > D9_MAX_NEST)
 		return 0;
 	f = &t->frames[(t->depth - 1) & (D9_MAX_NEST - 1)];
@@ -1589,8 +1593,10 @@ static __always_inline int on_park_return(struct pt_regs *ctx, __u32 park_point,
 	if (!t || !outcome_known(cookie))
 		return 0;
 	arm = bpf_map_lookup_elem(&arming, &zero);
-	if (arm)
-		gate_account(t, arm, bpf_ktime_get_ns(), false);
+	if (!arm)
+		return 0;
+	gate_account(t, arm, bpf_ktime_get_ns(), false);
+	drop_stale_frames(t, tid, arm->generation);
 	f = selected_frame(t);
 	if (!f || o->invalid)
 		return 0;

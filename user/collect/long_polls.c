@@ -90,7 +90,7 @@ int long_polls_pick_word(const uint64_t *counts, uint64_t obs, bool *tagged)
 	if (obs < LP_MIN_OBSERVATIONS)
 		return -1;
 	for (int j = 0; j < D9_LP_WORDS; j++) {
-		if (counts[j] * 10 < obs * 9)
+		if (counts[j] * 5 < obs * 4)
 			continue;
 		/* A tag word equals the id when the id is 1: a window whose park points are
 		 * mostly task 1's makes both words match. The word after the tag is the id. */

@@ -80,8 +80,10 @@ int long_polls_finish(struct long_polls *lp);
 /* metadata.json's "long_polls" value. */
 void long_polls_write_json(FILE *f, const struct long_polls *lp);
 
-/* The word that holds the id in at least 90% of obs observations, no other word doing so;
- * -1 when none or several. counts has D9_LP_LEARN_SLOTS entries (dial9_bpf.h). */
+/* The word that holds the id in at least 80% of obs observations, no other word doing so;
+ * -1 when none or several. Not all: a park point in a poll whose task is not known (begun
+ * before the probes went in, or nested) may read another. counts has D9_LP_LEARN_SLOTS entries
+ * (dial9_bpf.h). */
 int long_polls_pick_word(const uint64_t *counts, uint64_t obs, bool *tagged);
 
 #endif
