@@ -4,12 +4,8 @@ import tempfile
 
 import os
 
-import harness
 from harness import DEMO_FNS, DEMO_NOFP, Demo, read_metadata, read_samples, run_all, run_tool, test
 from test_dwarf_perf import perf_frames
-
-# Importing registered test_dwarf_perf's tests here too: they run from their own file.
-harness._tests[:] = [t for t in harness._tests if t.__module__ != "test_dwarf_perf"]
 
 # Tokio's poll machinery below a task's own frames.
 POLL_MACHINERY = ("Harness<T,S>::poll", "raw::poll", "RawTask::poll", "run_task")
