@@ -33,6 +33,9 @@
  * 0.25 ms neither the estimates nor the threads' off-CPU time in the gate (window_wait_ms)
  * moved (bench/RESULTS.md, "Overhead"). */
 #define SETTLE_NS 250000ULL
+/* The kernel ticks every 1-10 ms (CONFIG_HZ 1000-100). */
+#define TICK_MIN_NS 1000000L
+#define TICK_MAX_NS 10000000L
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
@@ -168,6 +171,40 @@ static double uniform(struct arming *a)
 	x ^= x >> 27;
 	a->rng = x;
 	return (double)((x * 0x2545f4914f6cdd1dULL) >> 11) * 0x1.0p-53;
+}
+
+/* The kernel's tick (1/CONFIG_HZ): the coarse clocks advance by it. 0 where it cannot be
+ * read or is outside 1-10 ms. */
+static double kernel_tick_ns(void)
+{
+	struct timespec res;
+
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) || res.tv_sec || res.tv_nsec < TICK_MIN_NS ||
+	    res.tv_nsec > TICK_MAX_NS)
+		return 0;
+	return (double)res.tv_nsec;
+}
+
+/*
+ * A window's length as a whole number of ticks: w rounded down or up at random, so that its
+ * mean stays w (lengths under a tick are left alone). An attach ends just after a tick of the
+ * kernel's clock whatever instant it began at (its first uprobe register waits out an RCU
+ * grace period, and those end on ticks), so gates open at one phase of the tick. A gate of
+ * whole ticks then still covers every phase of the tick alike, each instant with probability
+ * exactly duty; one of 5.5 ticks would cover some phases six times in eleven and the others
+ * five, and a runtime's millisecond timers, which keep a fixed phase to the tick, would be
+ * counted high or low for a whole run.
+ */
+static uint64_t whole_ticks(struct arming *a, double w)
+{
+	double n;
+
+	if (!(a->tick_ns > 0) || w < a->tick_ns)
+		return (uint64_t)w;
+	n = floor(w / a->tick_ns);
+	if (uniform(a) < w / a->tick_ns - n)
+		n += 1;
+	return (uint64_t)(n * a->tick_ns);
 }
 
 static void set_window_kept(struct arming *a, uint64_t start, uint64_t end, double duty,
@@ -445,7 +482,8 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 	uint64_t slot, w;
 
 	slot = NSEC / k;
-	w = (uint64_t)(duty * (double)slot);
+	w = whole_ticks(a, duty * (double)slot);
+	duty = (double)w / (double)slot; /* each instant's coverage, for the weights */
 	if (first_at && first_at < epoch_start + NSEC) {
 		pieces[n].a = first_at;
 		pieces[n++].b =
@@ -1143,6 +1181,7 @@ int arming_start(struct arming *a)
 
 	pthread_mutex_init(&a->lock, NULL);
 	a->bpf_run_ns = DEFAULT_BPF_RUN_NS;
+	a->tick_ns = kernel_tick_ns();
 	/* The sampler's carry starts on, until an epoch's windows miss a busy worker. */
 	a->all_seen = 2;
 	a->skel->bss->carry_on = 1;

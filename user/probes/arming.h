@@ -86,6 +86,7 @@ struct arming {
 	uint64_t *hits0;       /* probe_hits at the last read, per probe */
 	double window_cpu_ns;  /* the tool's CPU to attach and detach for one window */
 	double window_wall_ns; /* and the wall time those take */
+	double tick_ns;	       /* the kernel's tick: windows are whole ticks (whole_ticks) */
 	/* The hit-cost measurement's polls, per kind of window, and the counters (D9_CNT_FULL_*
 	 * then D9_CNT_LEAN_*) as of the last window's end. */
 	struct hit_cost_sums cost_full, cost_lean;
