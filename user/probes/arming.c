@@ -634,10 +634,9 @@ static void target_hit_cost(struct arming *a, bool lean)
 	calib = a->cost.entry_ns + a->bpf_run_ns;
 	a->target_hit_measured = c;
 	a->target_hit_se = se;
-	/* Far from the calibration: the two kinds of window saw different work; keep it. In the
-	 * target a hit has cost 1.0-1.5 times the calibration on every demo (bench/RESULTS.md);
-	 * 3 times it came from five lean windows whose standard error, itself from five, read
-	 * small. */
+	/* Far from the calibration: the two kinds of window saw different work, or a few lean
+	 * windows gave a standard error, itself from those few, that reads small; keep it. In
+	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md). */
 	a->target_hit_ns = c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c ? c : 0;
 	pthread_mutex_unlock(&a->lock);
 }
