@@ -5,43 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
-#include <zlib.h>
 
 #include "sched_tick.h"
-
-/* gzopen reads a plain file as it is, so one reader serves both places. */
-static unsigned int hz_from(const char *path)
-{
-	static const char key[] = "CONFIG_HZ=";
-	unsigned int hz = 0;
-	char line[256];
-	gzFile f = gzopen(path, "rb");
-
-	if (!f)
-		return 0;
-	while (gzgets(f, line, sizeof(line))) {
-		if (!strncmp(line, key, sizeof(key) - 1)) {
-			hz = (unsigned int)strtoul(line + sizeof(key) - 1, NULL, 10);
-			break;
-		}
-	}
-	gzclose(f);
-	return hz;
-}
-
-/* CONFIG_HZ of the running kernel from /proc/config.gz or /boot/config-RELEASE; 0 if unknown. */
-static unsigned int kernel_hz(void)
-{
-	struct utsname u;
-	char path[320];
-	unsigned int hz = hz_from("/proc/config.gz");
-
-	if (hz || uname(&u))
-		return hz;
-	snprintf(path, sizeof(path), "/boot/config-%s", u.release);
-	return hz_from(path);
-}
+#include "util_clock.h"
 
 /* A CPU in nohz_full stops its tick while it runs one task: a spinning poll there has none. */
 static bool some_cpu_tickless(void)
@@ -98,7 +64,6 @@ int sched_tick_find(uint64_t max_period_ns, uint64_t *handler, uint64_t *period_
 		    const char **why)
 {
 	const char *name, *env = getenv("DIAL9_SCHED_TICK");
-	unsigned int hz;
 
 	if (env && !strcmp(env, "0")) {
 		*why = "disabled";
@@ -114,12 +79,11 @@ int sched_tick_find(uint64_t max_period_ns, uint64_t *handler, uint64_t *period_
 		*why = "no_kallsyms";
 		return -ENOENT;
 	}
-	hz = kernel_hz();
-	if (!hz) {
+	*period_ns = kernel_tick_ns();
+	if (!*period_ns) {
 		*why = "hz_unknown";
 		return -ENOENT;
 	}
-	*period_ns = 1000000000ULL / hz;
 	if (*period_ns > max_period_ns) {
 		*why = "tick_too_slow";
 		return -ERANGE;

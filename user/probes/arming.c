@@ -33,9 +33,6 @@
  * 0.25 ms neither the estimates nor the threads' off-CPU time in the gate (window_wait_ms)
  * moved (bench/RESULTS.md, "Overhead"). */
 #define SETTLE_NS 250000ULL
-/* The kernel ticks every 1-10 ms (CONFIG_HZ 1000-100). */
-#define TICK_MIN_NS 1000000L
-#define TICK_MAX_NS 10000000L
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
@@ -171,18 +168,6 @@ static double uniform(struct arming *a)
 	x ^= x >> 27;
 	a->rng = x;
 	return (double)((x * 0x2545f4914f6cdd1dULL) >> 11) * 0x1.0p-53;
-}
-
-/* The kernel's tick (1/CONFIG_HZ): the coarse clocks advance by it. 0 where it cannot be
- * read or is outside 1-10 ms. */
-static double kernel_tick_ns(void)
-{
-	struct timespec res;
-
-	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) || res.tv_sec || res.tv_nsec < TICK_MIN_NS ||
-	    res.tv_nsec > TICK_MAX_NS)
-		return 0;
-	return (double)res.tv_nsec;
 }
 
 /*
@@ -1180,7 +1165,7 @@ int arming_start(struct arming *a)
 
 	pthread_mutex_init(&a->lock, NULL);
 	a->bpf_run_ns = DEFAULT_BPF_RUN_NS;
-	a->tick_ns = kernel_tick_ns();
+	a->tick_ns = (double)kernel_tick_ns();
 	/* The sampler's carry starts on, until an epoch's windows miss a busy worker. */
 	a->all_seen = 2;
 	a->skel->bss->carry_on = 1;

@@ -12,5 +12,8 @@ uint64_t now_ns(clockid_t clk);
 uint64_t mono_ns(void);
 /* The CPU time of the calling thread. */
 uint64_t thread_cpu_ns(void);
+/* The kernel's tick (1 / CONFIG_HZ, 1-10 ms), by which the coarse clocks advance; 0 where it
+ * cannot be read or is outside that range. */
+uint64_t kernel_tick_ns(void);
 
 #endif
