@@ -81,6 +81,7 @@ int cpu_tick(struct bpf_perf_event_data *ctx)
 	s->window = 0;
 	s->epoch = now / D9_NSEC_PER_SEC;
 	s->prob = D9_PROB_ONE;
+	s->duty = D9_PROB_ONE;
 	s->idle_start_ns = 0;
 	s->idle_end_ns = 0;
 	s->poll_end_ns = 0;

@@ -103,6 +103,7 @@ struct frame {
 	__u64 entry_ns;
 	__u64 idle_start_ns;
 	__u64 prob;
+	__u64 duty; /* the window's, when selected */
 	__u64 epoch;
 	__u64 worker;
 	__u64 task_id;
@@ -769,6 +770,7 @@ static __always_inline void emit_sample(struct frame *f, __u32 tid, __u64 end_ns
 	s->window = f->window;
 	s->epoch = f->epoch;
 	s->prob = f->prob;
+	s->duty = f->duty;
 	s->idle_start_ns = f->idle_start_ns;
 	s->idle_end_ns = f->entry_ns;
 	s->poll_end_ns = end_ns;
@@ -1126,6 +1128,7 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 	/* The selected transition's block is the worker's current one: its p is 1/blk_len (BPF
 	 * divides by 0 as 0, never the case here). */
 	f->prob = (((D9_PROB_ONE / ws->blk_len) >> 1) * (arm->duty >> 1)) >> (D9_PROB_SHIFT - 2);
+	f->duty = arm->duty;
 	if (arm->duty < D9_PROB_ONE)
 		f->flags |= D9_SF_WINDOWED;
 	if (t->after_yield)

@@ -206,6 +206,7 @@ struct d9_sample {
 	__u64 window;	   /* the armed window it was selected in (arming generation) */
 	__u64 epoch;	   /* CLOCK_MONOTONIC second */
 	__u64 prob;	   /* inclusion probability (window duty x selection), D9_PROB_ONE = 1 */
+	__u64 duty;	   /* the window's duty, D9_PROB_ONE = 1: prob / duty is the draw's */
 	__u64 idle_start_ns;
 	__u64 idle_end_ns; /* = start of the resuming poll */
 	__u64 poll_end_ns;

@@ -680,14 +680,34 @@ double collector_yield_coverage(struct collector *c, uint64_t epoch)
 	return c->coverage;
 }
 
-/* The inclusion probability as the run's cost corrected it, and the weights it gives. */
+/*
+ * A task that yielded is resumed at the rate its worker runs: over the share of the workers'
+ * CPU time the epoch's windows saw, its in-window resumes spread far less from window to
+ * window than over the duty (collector_yield_coverage). The ratio assumes the windows' mix of
+ * work is the epoch's, as the in-window correction already does.
+ */
+double collector_window_prob(struct collector *c, uint64_t epoch, uint32_t flags, double duty)
+{
+	double cov;
+
+	if (!(flags & D9_SF_WINDOWED) || !(flags & D9_SF_AFTER_YIELD) || !(duty < 1))
+		return duty;
+	cov = collector_yield_coverage(c, epoch);
+	return cov > 0 ? cov : duty;
+}
+
+/* The inclusion probability as the run's cost corrected it, and the weights it gives: the
+ * draw's (1 / its block) times the chance of being in a window, times the correction. */
 static void sample_weights(struct collector *c, const struct d9_sample *s, struct worker_info *w,
 			   struct task_sample *ts)
 {
+	double p = (double)s->prob / (double)D9_PROB_ONE;
+	double duty = (double)s->duty / (double)D9_PROB_ONE;
 	bool capped;
 
-	ts->prob = (double)s->prob / (double)D9_PROB_ONE *
-		   collector_resume_factor(c, w, s->epoch, s->flags, &capped);
+	if (duty > 0 && duty < 1)
+		p = p / duty * collector_window_prob(c, s->epoch, s->flags, duty);
+	ts->prob = p * collector_resume_factor(c, w, s->epoch, s->flags, &capped);
 	if (!(ts->prob > 0))
 		ts->prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts->capped = (s->flags & D9_SF_CAPPED) || capped;

@@ -163,9 +163,12 @@ double collector_woken_factor(const struct worker_info *w, const struct d9_gate_
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
 			       uint32_t flags, bool *capped);
 /* The share of the workers' CPU time in epoch that its windows covered, as the target would
- * have run it without probes; 0 when not known (resume_counts.c scales in-window counts of
- * yielded resumes by it instead of the duty). */
+ * have run it without probes; 0 when not known. */
 double collector_yield_coverage(struct collector *c, uint64_t epoch);
+/* The chance that a resume of kind flags in epoch fell inside a window of this duty (1 when
+ * always armed): the duty, or for a yielded resume the coverage above where it is known. Both a
+ * sample's weight and the in-window counts use it, so a type's stacks add up to its count. */
+double collector_window_prob(struct collector *c, uint64_t epoch, uint32_t flags, double duty);
 /* The runtime of scheduler key, added on first sight; NULL for 0 (unknown) or out of memory. */
 struct runtime_info *collector_runtime(struct collector *c, uint64_t key);
 void collector_free(struct collector *c);

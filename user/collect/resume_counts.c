@@ -4,8 +4,8 @@
  *
  * Inside a window every eligible resume is seen: the sampler draws a few of them for stacks,
  * but counts them all, per task type, worker, epoch, window and kind of resume. A window's
- * count over its inclusion probability (the window's duty, times the in-window correction of
- * that worker-epoch for resumes limited by the worker's speed, as a sample's) estimates the
+ * count over its inclusion probability (collector_window_prob, times the in-window correction
+ * of that worker-epoch for resumes limited by the worker's speed, as a sample's) estimates the
  * type's resumes as the samples do, with the same expectation, but without the variance of the
  * draw: a type resuming a thousand times in a second's windows is known from a thousand
  * resumes, not from the one or two of them drawn. What is left is the windows' placement,
@@ -67,19 +67,12 @@ static size_t take(int fd, uint64_t before, struct drained *v)
 static void add_count(struct collector *c, const struct drained *d)
 {
 	const struct task_type *type = c->types ? task_types_find(c->types, d->k.vtable) : NULL;
-	double p = (double)d->v.duty / (double)D9_PROB_ONE, f;
+	double p = collector_window_prob(c, d->k.epoch, d->k.flags,
+					 (double)d->v.duty / (double)D9_PROB_ONE);
 	bool capped;
+	double f = collector_resume_factor(c, collector_worker(c, d->k.worker), d->k.epoch,
+					   d->k.flags, &capped);
 
-	f = collector_resume_factor(c, collector_worker(c, d->k.worker), d->k.epoch, d->k.flags,
-				    &capped);
-	/* Yielded resumes follow their workers' CPU time: the share of it the epoch's windows
-	 * saw (collector_yield_coverage) stands for the duty. */
-	if ((d->k.flags & D9_SF_WINDOWED) && (d->k.flags & D9_SF_AFTER_YIELD) && p < 1) {
-		double cov = collector_yield_coverage(c, d->k.epoch);
-
-		if (cov > 0)
-			p = cov;
-	}
 	if (!(p * f > 0))
 		return;
 	if (est_terms_add(&c->counted, d->k.epoch, type ? type->name : NULL, d->k.window,
