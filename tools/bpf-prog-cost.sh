@@ -1,7 +1,8 @@
 #!/bin/bash
 # What each of dial9-bpf's BPF programs costs, from the kernel's BPF statistics:
 #   tools/bpf-prog-cost.sh [MODE [WORKERS]] [-- DIAL9-BPF ARGS]
-# Starts build/demo-fp (--mode MODE, default mix, WORKERS default 2), profiles it for 12 s
+# Starts build/demo-fp (D9_DEMO=PATH: another build of it) (--mode MODE, default mix, WORKERS
+# default 2), profiles it for 12 s
 # with build/dial9-bpf and the given arguments, and prints each program's runs, mean run time
 # and total after 10 s, then the tool's own estimate of its cost. Root.
 set -eu
@@ -14,7 +15,7 @@ workers=${2:-2}
 out=$(mktemp -d /tmp/d9-progcost-XXXXXX)
 was=$(sysctl -n kernel.bpf_stats_enabled)
 sysctl -q kernel.bpf_stats_enabled=1
-build/demo-fp --workers "$workers" --mode "$mode" --duration 30 >/dev/null 2>&1 &
+"${D9_DEMO:-build/demo-fp}" --workers "$workers" --mode "$mode" --duration 30 >/dev/null 2>&1 &
 demo=$!
 trap 'kill $demo 2>/dev/null; sysctl -q kernel.bpf_stats_enabled=$was' EXIT
 sleep 2

@@ -8,7 +8,8 @@ and prints, per kind of demo task, the Horvitz-Thompson estimate of its resumes 
 whole, uncapped and calibrated: the check tests/e2e/test_core.py makes, on any workload and
 rate. Root. D9_DEMO_ARGS adds arguments to the demo's (e.g. "--idle-tasks 3000"), D9_WORKERS sets
 its worker count. D9_FLAVOUR=current profiles build/flavours in that runtime flavour instead
-(current: #[tokio::main(flavor = "current_thread")]), MODE then ignored.
+(current: #[tokio::main(flavor = "current_thread")]), MODE then ignored. D9_DEMO=PATH runs
+another build of the demo (e.g. build/demo-tokio-1.53.1, the same demo on that Tokio release).
 """
 import json
 import os
@@ -31,7 +32,8 @@ def main():
         mode = flavour
     d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(),
              workers=int(os.environ.get("D9_WORKERS", "2")), mode=mode,
-             **({"binary": tf.FLAVOURS} if flavour else {}))
+             **({"binary": tf.FLAVOURS} if flavour else
+                {"binary": os.environ["D9_DEMO"]} if os.environ.get("D9_DEMO") else {}))
     try:
         d.wait_seconds(2)
         tc._cache["demo"] = d  # estimate_vs_truth reads this demo's counts

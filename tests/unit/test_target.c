@@ -162,6 +162,34 @@ static void test_direct_calls(void **state)
 	assert_int_equal(target_count_calls_to(code, sizeof(code), 0x4ea50, 0x57d31), 0);
 }
 
+/* The first instructions of Tokio's functions in the demo: push in every build, and a jmp
+ * rel32 opening each raw::poll of a release build without frame pointers. */
+static void test_emulated_first_insns(void **state)
+{
+	static const unsigned char emulated[][4] = {
+	    {0x55, 0x48, 0x89, 0xe5}, /* push %rbp */
+	    {0x41, 0x56, 0x53, 0x50}, /* push %r14 */
+	    {0xe9, 0x0b, 0x72, 0xff}, /* jmp rel32 */
+	    {0xeb, 0x10, 0x90, 0x90}, /* jmp rel8 */
+	    {0xe8, 0x00, 0x01, 0x00}, /* call rel32 */
+	    {0x74, 0x05, 0x90, 0x90}, /* je rel8 */
+	    {0x0f, 0x84, 0x10, 0x00}, /* je rel32 */
+	    {0x90, 0x55, 0x48, 0x89}, /* nop */
+	};
+	static const unsigned char stepped[][4] = {
+	    {0x48, 0x83, 0xec, 0x28}, /* sub $0x28,%rsp */
+	    {0x48, 0x89, 0xf8, 0x90}, /* mov %rdi,%rax */
+	    {0x0f, 0x1f, 0x44, 0x00}, /* nopl: only the one-byte nop is emulated */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(emulated) / sizeof(emulated[0]); i++)
+		assert_false(probe_insn_needs_xol(emulated[i], 4));
+	for (size_t i = 0; i < sizeof(stepped) / sizeof(stepped[0]); i++)
+		assert_true(probe_insn_needs_xol(stepped[i], 4));
+	assert_true(probe_insn_needs_xol(emulated[0], 0));
+}
+
 static void test_yield_pending_callee(void **state)
 {
 	(void)state;
@@ -243,10 +271,15 @@ static void test_rank_probes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_legacy_names),  cmocka_unit_test(test_v0_names),
-	    cmocka_unit_test(test_near_misses),	  cmocka_unit_test(test_rank_probes),
-	    cmocka_unit_test(test_direct_calls),  cmocka_unit_test(test_yield_pending_callee),
-	    cmocka_unit_test(test_release_names), cmocka_unit_test(test_group_missing),
+	    cmocka_unit_test(test_legacy_names),
+	    cmocka_unit_test(test_v0_names),
+	    cmocka_unit_test(test_near_misses),
+	    cmocka_unit_test(test_rank_probes),
+	    cmocka_unit_test(test_direct_calls),
+	    cmocka_unit_test(test_yield_pending_callee),
+	    cmocka_unit_test(test_release_names),
+	    cmocka_unit_test(test_group_missing),
+	    cmocka_unit_test(test_emulated_first_insns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

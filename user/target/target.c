@@ -400,12 +400,22 @@ static void report_no_tokio(const struct target *t)
 		t->exe_path, t->pid);
 }
 
+/* The forms arch/x86/kernel/uprobes.c emulates (push_setup_xol_ops, branch_setup_xol_ops),
+ * without the prefixes it also takes: a function's first instruction has none. */
 bool probe_insn_needs_xol(const unsigned char *b, size_t len)
 {
-	if (len >= 1 && b[0] >= 0x50 && b[0] <= 0x57)
+	if (len < 1)
+		return true;
+	if (b[0] >= 0x50 && b[0] <= 0x57)
 		return false; /* push r64 */
-	if (len >= 2 && (b[0] == 0x41) && b[1] >= 0x50 && b[1] <= 0x57)
+	if (len >= 2 && b[0] == 0x41 && b[1] >= 0x50 && b[1] <= 0x57)
 		return false; /* push r8-r15 */
+	if (b[0] == 0xe9 || b[0] == 0xeb || b[0] == 0xe8 || b[0] == 0x90)
+		return false; /* jmp rel32, jmp rel8, call rel32, nop */
+	if (b[0] >= 0x70 && b[0] <= 0x7f)
+		return false; /* jcc rel8 */
+	if (len >= 2 && b[0] == 0x0f && b[1] >= 0x80 && b[1] <= 0x8f)
+		return false; /* jcc rel32 */
 	return true;
 }
 

@@ -146,7 +146,9 @@ void target_discovery_json(FILE *f, const struct target *t);
 const char *park_point_name(uint32_t cookie);
 
 /* Whether the kernel single-steps the instruction starting with these bytes when probed (x86
- * uprobes emulate push, the first instruction of most functions, and step the rest). */
+ * uprobes emulate push of a register, the first instruction of most functions, and relative
+ * jumps, calls and nop, the first of many in a release build without frame pointers; they
+ * step the rest). */
 bool probe_insn_needs_xol(const unsigned char *insn, size_t len);
 
 /* Direct call targets (e8 rel32) among code's bytes at vaddr, at most max. Every e8 byte is
