@@ -128,12 +128,14 @@ def current_thread_counts_at_defaults():
     tick, and a window's gate opens at one phase of the tick (its attach ends just after one):
     unless each window is a whole number of ticks (whole_ticks in user/probes/arming.c), some
     phases are covered more often than others and a run's timer count is off by up to 20%.
-    Each kind's count within 10% of the truth, and the worker at its budget."""
+    Each kind's count within 10% of the truth, and the worker at its budget. 30 s: one window
+    of one or two ticks an epoch holds a few firings of each timer, and over 20 s the timer
+    tasks' count has a standard error of 3-5% (0.89 in one run of about twenty)."""
     d = Demo(binary=tf.FLAVOURS, mode="current")
     try:
         d.wait_seconds(2)
         out = tmpdir("d9est-current-")
-        rc, _, err = run_tool("--pid", d.pid, "--duration", 20, "--output", out, timeout=80,
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 30, "--output", out, timeout=90,
                               windows=True)
         assert rc == 0, err[-800:]
         d.wait_seconds(1)
@@ -141,7 +143,7 @@ def current_thread_counts_at_defaults():
     finally:
         d.stop()
     good = tf.good_epochs(meta, truth)
-    assert len(good) >= 12, f"only {len(good)} clean epochs"
+    assert len(good) >= 20, f"only {len(good)} clean epochs"
     got = {}
     for c in meta["count_terms"]:
         kind = next((k for fn, k in tf.KIND_OF.items() if fn in (c["future"] or "")), None)
