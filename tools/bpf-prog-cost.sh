@@ -1,10 +1,10 @@
 #!/bin/bash
 # What each of dial9-bpf's BPF programs costs, from the kernel's BPF statistics:
 #   tools/bpf-prog-cost.sh [MODE [WORKERS]] [-- DIAL9-BPF ARGS]
-# Starts build/demo-fp (D9_DEMO=PATH: another build of it) (--mode MODE, default mix, WORKERS
-# default 2), profiles it for 12 s
-# with build/dial9-bpf and the given arguments, and prints each program's runs, mean run time
-# and total after 10 s, then the tool's own estimate of its cost. Root.
+# Starts build/demo-fp (--mode MODE, default mix, WORKERS default 2; D9_DEMO=PATH runs another
+# build of the demo), profiles it for 12 s with build/dial9-bpf and the given arguments, and
+# prints each program's runs, mean run time and total after 10 s, then the tool's own estimate
+# of its cost. Root.
 set -eu
 cd "$(dirname "$0")/.."
 mode=${1:-mix}
