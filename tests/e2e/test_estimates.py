@@ -167,7 +167,7 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     rate per second on the CPU and its CPU time per epoch, so every worker delivers about its
     budget from the first whole epoch, none left behind, and the counts stay right."""
     hz = 10
-    samples, meta, truth = profile(["--cpu-tasks", "64"], 12, workers=32)
+    samples, meta, truth = profile(["--cpu-tasks", "64"], 20, workers=32)
     rates, capped, of = delivery(meta)
     sampled = [w for w in meta["workers"] if w["samples_written"]]
     assert len(sampled) == 32, f"{len(sampled)} of 32 workers sampled"
@@ -190,8 +190,9 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     assert per_epoch.get(first, 0) >= 0.5 * hz, "a ramp: " + desc
     assert 0.9 * hz <= mean <= 1.1 * hz, desc
     # Per worker, an epoch's windows find it on the CPU for a slice or two of ~3 ms, or not
-    # at all: over 12 s each worker's rate still spreads from about half of hz to one and a
-    # half (bench/RESULTS.md). Left behind means far below that.
+    # at all, and a worker they miss for most epochs is not made up for: over 12 s one worker
+    # in 32 fell to a quarter of hz in some runs, over 20 s the least sampled stayed at about
+    # half of hz (bench/RESULTS.md). Left behind means far below that.
     assert min(rates) >= 0.3 * hz, "a worker left behind: " + desc
     assert capped <= 0.02 * of, desc
     counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))
