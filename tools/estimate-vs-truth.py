@@ -19,8 +19,8 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import test_core as tc  # noqa: E402
 import test_flavours as tf  # noqa: E402
-from harness import (Demo, clean_epochs, counted_vs_truth, delivery, read_metadata,  # noqa: E402
-                     read_samples, run_tool)
+from harness import (DEMO_FP, Demo, clean_epochs, counted_vs_truth, delivery,  # noqa: E402
+                     read_metadata, read_samples, run_tool)
 
 
 def main():
@@ -30,10 +30,9 @@ def main():
     flavour = os.environ.get("D9_FLAVOUR")
     if flavour:
         mode = flavour
+    binary = tf.FLAVOURS if flavour else os.environ.get("D9_DEMO") or DEMO_FP
     d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(),
-             workers=int(os.environ.get("D9_WORKERS", "2")), mode=mode,
-             **({"binary": tf.FLAVOURS} if flavour else
-                {"binary": os.environ["D9_DEMO"]} if os.environ.get("D9_DEMO") else {}))
+             workers=int(os.environ.get("D9_WORKERS", "2")), mode=mode, binary=binary)
     try:
         d.wait_seconds(2)
         tc._cache["demo"] = d  # estimate_vs_truth reads this demo's counts
