@@ -300,7 +300,11 @@ def receiver_never_answering_stalls_nothing():
     assert size == p["spool_bytes"] <= 1 << 20, (size, p)
     rate = park_samples_per_worker_s(out)
     # The budget is 50 a worker-second; a reader stalled by the push would fall short of it.
-    assert 40 < rate < 60, f"{rate:.1f} park samples a worker-second for a budget of 50"
+    # On failure, each worker-epoch's eligible/selected/p says whether the reader lost samples
+    # or an epoch's p was set from a starved epoch before it.
+    epochs = [(e["epoch"] % 100, e["eligible"], e["selected"], round(e["probability"], 5),
+               "capped" if e["capped"] else "") for w in meta["workers"] for e in w["epochs"]]
+    assert 40 < rate < 60, f"{rate:.1f} park samples a worker-second for a budget of 50: {epochs}"
     return f"{rate:.1f} park samples a worker-second (budget 50); {len(files)} spooled"
 
 
