@@ -169,6 +169,22 @@ static void test_negative_duty(void **state)
 	assert_true(duty_clamp(-0.5, 0.01) == DUTY_MIN);
 }
 
+/* What the budget leaves the windows: the share of the target spent outside the gates, the
+ * tool's CPU and the hits around windows over the target's own CPU a second; none before a
+ * measurement. */
+static void test_outside_gates(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 8);
+
+	(void)state;
+	assert_true(duty_outside_gates(&s) == 0);
+	e.fixed_ns = 4e6;
+	duty_observe(&s, &e, limits.budget);
+	assert_true(fabs(duty_outside_gates(&s) - 0.012) < 1e-12);
+	assert_true(duty_for_budget(&s, &limits, 0.005) < 0);
+}
+
 static void test_windows(void **state)
 {
 	(void)state;
@@ -194,11 +210,12 @@ static void test_need(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_budget_duty), cmocka_unit_test(test_partial_epoch),
-	    cmocka_unit_test(test_fixed_cost),	cmocka_unit_test(test_debt),
-	    cmocka_unit_test(test_tool_spike),	cmocka_unit_test(test_debt_share),
-	    cmocka_unit_test(test_thin_growth), cmocka_unit_test(test_negative_duty),
-	    cmocka_unit_test(test_windows),	cmocka_unit_test(test_need),
+	    cmocka_unit_test(test_budget_duty),	  cmocka_unit_test(test_partial_epoch),
+	    cmocka_unit_test(test_fixed_cost),	  cmocka_unit_test(test_debt),
+	    cmocka_unit_test(test_tool_spike),	  cmocka_unit_test(test_debt_share),
+	    cmocka_unit_test(test_thin_growth),	  cmocka_unit_test(test_negative_duty),
+	    cmocka_unit_test(test_outside_gates), cmocka_unit_test(test_windows),
+	    cmocka_unit_test(test_need),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -828,6 +828,32 @@ static struct duty_limits duty_limits_of(const struct arming *a)
 	};
 }
 
+/* Epochs in a row the tool spends the budget outside the gates before the user hears of it:
+ * the first epochs' tool CPU includes its start-up. */
+#define OUTSIDE_GATES_EPOCHS 3
+
+/*
+ * Where the target has many threads switching (32 mostly idle workers switch some 24,000
+ * times a second), the scheduler-switch program and the tool's own work can cost the whole
+ * budget before any window opens: the windows then stay at their floor, and the workers get a
+ * fraction of the samples asked for. Said once, with the two ways out.
+ */
+static void warn_outside_gates(struct arming *a)
+{
+	double share = duty_outside_gates(&a->plan);
+
+	a->outside_epochs = share >= a->budget ? a->outside_epochs + 1 : 0;
+	if (a->outside_epochs != OUTSIDE_GATES_EPOCHS || a->outside_warned)
+		return;
+	a->outside_warned = true;
+	fprintf(stderr,
+		"dial9-bpf: warning: outside its sampling windows the tool costs %.2f%% of the "
+		"target's CPU (scheduler-switch programs and its own work), over the %.2g%% "
+		"budget: windows stay at their floor and workers get fewer samples than asked; "
+		"raise --overhead-budget, or set --long-poll-ms 0 to stop the switch programs\n",
+		100 * share, 100 * a->budget);
+}
+
 /*
  * Prices the time from r0 to r1 (the last epoch: armed_ns in nwin windows), folds it into the
  * plan and sets a->duty for the next: the budget's duty, or less when the samples need less.
@@ -874,6 +900,7 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 			" (%.2f ms), other hits %.2f ms, own %.0f ms, tool %.2f ms: duty %.4f\n",
 			epoch - 1, e.wall_ns / 1e6, e.armed_ns / 1e6, e.hits, e.probe_ns / 1e6,
 			e.fixed_ns / 1e6, e.own_ns / 1e6, e.tool_other_ns / 1e6, duty);
+	warn_outside_gates(a);
 	need = duty_for_samples(a->per_worker_hz, r1->elig - r0->elig, active_workers(a, epoch),
 				(double)armed_ns);
 	*by_samples = need < duty;

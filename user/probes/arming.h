@@ -100,6 +100,9 @@ struct arming {
 	uint32_t busy_workers;
 	/* Epochs in a row whose windows found every busy worker (active_workers). */
 	uint32_t all_seen;
+	/* Epochs in a row the budget went outside the gates, and whether the user was told. */
+	uint32_t outside_epochs;
+	bool outside_warned;
 
 	/* Set while per-poll probes are attached for a window (not when always armed): the
 	 * loader then leaves the ring buffer alone, since running it would take a core from a

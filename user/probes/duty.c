@@ -95,6 +95,13 @@ static double avail_per_s(const struct duty_state *s, const struct duty_limits *
 	return l->budget * own_per_s(s) - (s->tool_other + s->fixed) / (s->wall / NSEC);
 }
 
+double duty_outside_gates(const struct duty_state *s)
+{
+	if (!s->seeded || s->wall <= 0)
+		return 0;
+	return (s->tool_other + s->fixed) / (s->wall / NSEC) / own_per_s(s);
+}
+
 /* What goes to the debt this second, from what the gates would get without it. */
 static double repay_per_s(const struct duty_state *s, double for_gates)
 {

@@ -74,6 +74,9 @@ uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_pe
 double duty_transitions_needed(double hz);
 /* The duty at which windows see that many, from the last epoch's count; +inf if unknown. */
 double duty_for_samples(double hz, uint64_t eligible, uint32_t workers, double armed_ns);
+/* The share of the target's own CPU spent outside the gates (the tool's CPU beyond windows,
+ * its always-on programs, hits around windows), from the state; 0 before it is seeded. */
+double duty_outside_gates(const struct duty_state *s);
 /* The duty to use: the lower of the two, floored, or 1.0 once continuous pays. */
 double duty_clamp(double duty, double budget);
 
