@@ -70,6 +70,20 @@ def main():
         + f"; all {est / real:.2f}; per-worker samples/s "
         + ", ".join(f"{r:.1f}" for r in rates) + f"; capped {capped} of {of} worker-epochs"
         + f"; output {out}")
+    if not flavour:
+        print("counted by async fn: " + "; ".join(
+            f"{fn} {e / r:.2f}" for fn, (e, r) in counted_by_fn(meta, truth).items() if r))
+
+
+def counted_by_fn(meta, truth):
+    """{async fn: (estimate, truth)}: each spawned fn's counted resumes (count_terms of the
+    types whose name holds it) and the demo's own count of them, over the clean epochs."""
+    good = clean_epochs(meta) & set(truth)
+    fns = {fn for s in truth.values() for fn in s.get("fn_resumes", {})}
+    return {fn: (sum(c["sum"] for c in meta.get("count_terms") or []
+                     if c["epoch"] in good and fn in (c["future"] or "")),
+                 sum(truth[e]["fn_resumes"][fn] for e in good))
+            for fn in sorted(fns)}
 
 
 if __name__ == "__main__":

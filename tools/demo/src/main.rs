@@ -30,6 +30,31 @@ const KIND_IDLE: usize = 4;
 const NKINDS: usize = 5;
 const KIND_NAMES: [&str; NKINDS] = ["cpu", "timer", "channel", "blocking", "idle"];
 
+/// The async fns spawned, each a task type of its own in a profile: resumes are counted per
+/// fn as well as per kind, so a type's estimate has its own truth (a kind sums several types
+/// that resume at different rates, and an error in one can hide in the sum).
+const FN_CPU: usize = 0;
+const FN_LATE_CPU: usize = 1;
+const FN_TIMER: usize = 2;
+const FN_PRODUCER: usize = 3;
+const FN_CONSUMER: usize = 4;
+const FN_NOTIFIER: usize = 5;
+const FN_NOTIFIED: usize = 6;
+const FN_BLOCKING: usize = 7;
+const FN_IDLE: usize = 8;
+const NFNS: usize = 9;
+const FN_NAMES: [&str; NFNS] = [
+    "cpu_kind_task",
+    "late_cpu_task",
+    "timer_kind_task",
+    "channel_kind_producer",
+    "channel_kind_consumer",
+    "channel_kind_notifier",
+    "channel_kind_notified",
+    "blocking_kind_task",
+    "idle_kind_task",
+];
+
 /// Ring of one-second buckets, indexed by CLOCK_MONOTONIC whole second modulo RING.
 const RING: usize = 4096;
 /// Counters are sharded per thread so workers never write the same cache line.
@@ -42,13 +67,15 @@ const GRACE_NS: u64 = 20_000_000;
 struct Bucket {
     resumes: [AtomicU64; NKINDS],
     polls: [AtomicU64; NKINDS],
+    fn_resumes: [AtomicU64; NFNS],
     work: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY_BUCKET: Bucket = Bucket { resumes: [ZERO; NKINDS], polls: [ZERO; NKINDS], work: ZERO };
+const EMPTY_BUCKET: Bucket =
+    Bucket { resumes: [ZERO; NKINDS], polls: [ZERO; NKINDS], fn_resumes: [ZERO; NFNS], work: ZERO };
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_RING: [Bucket; RING] = [EMPTY_BUCKET; RING];
 static BUCKETS: [[Bucket; RING]; SHARDS] = [EMPTY_RING; SHARDS];
@@ -93,13 +120,14 @@ struct Counted<F: Future> {
     inner: Pin<Box<F>>,
     poll_inner: PollFn<F>,
     kind: usize,
+    func: usize,
     /// The previous poll returned Pending, so the next poll is a resume.
     was_pending: bool,
 }
 
 impl<F: Future> Counted<F> {
-    fn new(kind: usize, inner: F) -> Self {
-        Counted { inner: Box::pin(inner), poll_inner: <F as Future>::poll, kind, was_pending: false }
+    fn new(kind: usize, func: usize, inner: F) -> Self {
+        Counted { inner: Box::pin(inner), poll_inner: <F as Future>::poll, kind, func, was_pending: false }
     }
 }
 
@@ -113,6 +141,7 @@ impl<F: Future> Future for Counted<F> {
         b.polls[this.kind].fetch_add(1, Ordering::Relaxed);
         if this.was_pending {
             b.resumes[this.kind].fetch_add(1, Ordering::Relaxed);
+            b.fn_resumes[this.func].fetch_add(1, Ordering::Relaxed);
         }
         let r = (this.poll_inner)(this.inner.as_mut(), cx);
         this.was_pending = r.is_pending();
@@ -120,11 +149,11 @@ impl<F: Future> Future for Counted<F> {
     }
 }
 
-fn spawn_counted<F>(kind: usize, fut: F)
+fn spawn_counted<F>(kind: usize, func: usize, fut: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    tokio::spawn(Counted::new(kind, fut));
+    tokio::spawn(Counted::new(kind, func, fut));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,9 +175,9 @@ fn emit(line: &str) {
     let _ = out.flush();
 }
 
-fn kinds_json(v: &[u64; NKINDS]) -> String {
+fn counts_json(names: &[&str], v: &[u64]) -> String {
     let mut s = String::from("{");
-    for (i, name) in KIND_NAMES.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         if i > 0 {
             s.push(',');
         }
@@ -166,6 +195,7 @@ impl Reporter {
             let slot = sec as usize % RING;
             let mut resumes = [0u64; NKINDS];
             let mut polls = [0u64; NKINDS];
+            let mut fn_resumes = [0u64; NFNS];
             let mut work = 0u64;
             for shard in BUCKETS.iter() {
                 let b = &shard[slot];
@@ -174,16 +204,20 @@ impl Reporter {
                     resumes[k] += b.resumes[k].swap(0, Ordering::Relaxed);
                     polls[k] += b.polls[k].swap(0, Ordering::Relaxed);
                 }
+                for (f, n) in fn_resumes.iter_mut().enumerate() {
+                    *n += b.fn_resumes[f].swap(0, Ordering::Relaxed);
+                }
                 work += b.work.swap(0, Ordering::Relaxed);
             }
             self.work_reported += work;
             emit(&format!(
-                "{{\"type\":\"second\",\"sec\":{},\"start_ns\":{},\"end_ns\":{},\"resumes\":{},\"polls\":{},\"work\":{}}}",
+                "{{\"type\":\"second\",\"sec\":{},\"start_ns\":{},\"end_ns\":{},\"resumes\":{},\"polls\":{},\"fn_resumes\":{},\"work\":{}}}",
                 sec,
                 sec * NS_PER_SEC,
                 (sec + 1) * NS_PER_SEC,
-                kinds_json(&resumes),
-                kinds_json(&polls),
+                counts_json(&KIND_NAMES, &resumes),
+                counts_json(&KIND_NAMES, &polls),
+                counts_json(&FN_NAMES, &fn_resumes),
                 work
             ));
             self.next_sec += 1;
@@ -685,22 +719,22 @@ fn main() {
     let duration = o.duration;
     rt.block_on(async move {
         for i in 0..cpu {
-            spawn_counted(KIND_CPU, cpu_kind_task(i, cpu_iters));
+            spawn_counted(KIND_CPU, FN_CPU, cpu_kind_task(i, cpu_iters));
         }
         for i in 0..timer {
-            spawn_counted(KIND_TIMER, timer_kind_task(i));
+            spawn_counted(KIND_TIMER, FN_TIMER, timer_kind_task(i));
         }
         let sem = Arc::new(Semaphore::new(std::cmp::max(1, channel as usize / 2)));
         for i in 0..channel {
             let (tx, rx) = mpsc::channel::<u64>(8);
-            spawn_counted(KIND_CHANNEL, channel_kind_producer(i, tx, sem.clone()));
-            spawn_counted(KIND_CHANNEL, channel_kind_consumer(rx));
+            spawn_counted(KIND_CHANNEL, FN_PRODUCER, channel_kind_producer(i, tx, sem.clone()));
+            spawn_counted(KIND_CHANNEL, FN_CONSUMER, channel_kind_consumer(rx));
         }
         for i in 0..blocking {
-            spawn_counted(KIND_BLOCKING, blocking_kind_task(i));
+            spawn_counted(KIND_BLOCKING, FN_BLOCKING, blocking_kind_task(i));
         }
         for i in 0..o.idle {
-            spawn_counted(KIND_IDLE, idle_kind_task(i));
+            spawn_counted(KIND_IDLE, FN_IDLE, idle_kind_task(i));
         }
         for i in 0..o.big_future {
             tokio::spawn(big_future_task(i));
@@ -715,15 +749,15 @@ fn main() {
         }
         for i in 0..o.notify {
             let notify = Arc::new(Notify::new());
-            spawn_counted(KIND_CHANNEL, channel_kind_notifier(notify.clone()));
-            spawn_counted(KIND_CHANNEL, channel_kind_notified(i, notify));
+            spawn_counted(KIND_CHANNEL, FN_NOTIFIER, channel_kind_notifier(notify.clone()));
+            spawn_counted(KIND_CHANNEL, FN_NOTIFIED, channel_kind_notified(i, notify));
         }
         let (late, late_after) = (o.late_cpu, o.late_after);
         if late > 0 {
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(late_after)).await;
                 for i in 0..late {
-                    spawn_counted(KIND_CPU, late_cpu_task(i, cpu_iters));
+                    spawn_counted(KIND_CPU, FN_LATE_CPU, late_cpu_task(i, cpu_iters));
                 }
             });
         }
