@@ -19,8 +19,8 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import test_core as tc  # noqa: E402
 import test_flavours as tf  # noqa: E402
-from harness import (DEMO_FP, Demo, clean_epochs, counted_vs_truth, delivery,  # noqa: E402
-                     read_metadata, read_samples, run_tool)
+from harness import (DEMO_FP, Demo, clean_epochs, counted_by_fn, counted_vs_truth,  # noqa: E402
+                     delivery, read_metadata, read_samples, run_tool)
 
 
 def main():
@@ -72,18 +72,8 @@ def main():
         + f"; output {out}")
     if not flavour:
         print("counted by async fn: " + "; ".join(
-            f"{fn} {e / r:.2f}" for fn, (e, r) in counted_by_fn(meta, truth).items() if r))
-
-
-def counted_by_fn(meta, truth):
-    """{async fn: (estimate, truth)}: each spawned fn's counted resumes (count_terms of the
-    types whose name holds it) and the demo's own count of them, over the clean epochs."""
-    good = clean_epochs(meta) & set(truth)
-    fns = {fn for s in truth.values() for fn in s.get("fn_resumes", {})}
-    return {fn: (sum(c["sum"] for c in meta.get("count_terms") or []
-                     if c["epoch"] in good and fn in (c["future"] or "")),
-                 sum(truth[e]["fn_resumes"][fn] for e in good))
-            for fn in sorted(fns)}
+            f"{fn} {e / r:.2f}" for fn, (e, r) in counted_by_fn(
+                meta, truth, clean_epochs(meta) & set(truth)).items() if r))
 
 
 if __name__ == "__main__":

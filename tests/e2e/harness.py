@@ -380,6 +380,16 @@ def counted_vs_truth(meta, truth, good):
     return est
 
 
+def counted_by_fn(meta, truth, good):
+    """{async fn: (estimate, truth)} over the epochs good: each fn the demo spawns (its
+    "fn_resumes"), estimated from the count_terms of the task types whose name holds it."""
+    fns = {fn for e in good for fn in truth[e].get("fn_resumes", {})}
+    return {fn: (sum(c["sum"] for c in meta.get("count_terms") or []
+                     if c["epoch"] in good and fn in (c["future"] or "")),
+                 sum(truth[e]["fn_resumes"][fn] for e in good))
+            for fn in sorted(fns)}
+
+
 def counted_se(meta, good):
     """{kind: standard error} of counted_vs_truth's estimates over the epochs good, from the
     count_terms as `dial9-bpf report` forms them (docs/formats.md): per task type Var = m / (m -

@@ -444,6 +444,14 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 	set_window(a, since + SETTLE_NS, since + SETTLE_NS + len, duty, since,
 		   g == ATTACH_ARMED_LEAN);
 	sleep_until(a, since + SETTLE_NS + len);
+	/* CLOCK_MONOTONIC, as a target's own clock: a target counting its work can tell what
+	 * the windows saw from what it did (tools/window-truth.py). */
+	if (a->verbose)
+		fprintf(stderr,
+			"dial9-bpf: window: %s, attach from %" PRIu64 ", gate %" PRIu64 "-%" PRIu64
+			" ns\n",
+			g == ATTACH_ARMED_LEAN ? "lean" : "sampling", t0,
+			(uint64_t)(since + SETTLE_NS), (uint64_t)(since + SETTLE_NS + len));
 	t0 = mono_ns() - (since - t0); /* the attach's wall time, plus the detach's below */
 	disarm(a);
 	a->window_open = 0;

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""How the sampling windows disturb what they count: `tools/window-truth.py WORKERS SECONDS
+[DEMO ARGS]`.
+
+Starts build/demo-fp (D9_DEMO=PATH another build; mix mode) with --trace-resumes, so that every
+counted resume's CLOCK_MONOTONIC time is known, profiles it with `build/dial9-bpf -v` for
+SECONDS, whose stderr gives each window's attach start and gate, and prints for each async fn
+of the demo its true resumes per second inside the sampling windows' gates, during their
+attach (from the attach's start to the gate) and in the 20 ms after each gate (the probes come
+out), each over its mean rate across the run; then the tool's estimate from the in-window
+counts over the truth (clean epochs). A gate ratio under 1 says the windows slow that task
+down, and the counts, made inside the gates, see that slower rate: the estimate then reads as
+low as the gate ratio. Root.
+"""
+import bisect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from harness import DEMO_FP, TOOL, clean_epochs, counted_by_fn, read_metadata  # noqa: E402
+
+WINDOW = re.compile(r"window: (\w+), attach from (\d+), gate (\d+)-(\d+) ns")
+AFTER_NS = 20_000_000
+
+
+def run(workers, secs, demo_args, tmp):
+    trace = os.path.join(tmp, "resumes.txt")
+    demo_out = os.path.join(tmp, "demo.jsonl")
+    with open(demo_out, "w") as out:
+        demo = subprocess.Popen([os.environ.get("D9_DEMO") or DEMO_FP, "--workers", str(workers),
+                                 "--mode", "mix", "--duration", str(secs + 6),
+                                 "--trace-resumes", trace, *demo_args],
+                                stdout=out, stderr=subprocess.DEVNULL)
+        time.sleep(3)
+        tool = subprocess.run([TOOL, "--pid", str(demo.pid), "-d", str(secs), "-v", "--quiet",
+                               "-o", os.path.join(tmp, "profile")],
+                              capture_output=True, text=True, timeout=secs + 60)
+        demo.wait(timeout=60)
+    if tool.returncode:
+        sys.exit(f"dial9-bpf exited {tool.returncode}: {tool.stderr[-800:]}")
+    windows = [(int(a), int(g0), int(g1)) for kind, a, g0, g1 in WINDOW.findall(tool.stderr)
+               if kind == "sampling"]
+    truth = {}
+    with open(demo_out) as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("type") == "second":
+                truth[d["sec"]] = d
+    times = {}
+    with open(trace) as f:
+        for line in f:
+            t, fn = line.split()
+            times.setdefault(fn, []).append(int(t))
+    return windows, times, truth, read_metadata(os.path.join(tmp, "profile"))
+
+
+def ratios(ts, windows):
+    """In-gate, attach and after-gate rates of the sorted times ts over their mean rate from
+    the first attach to the last gate's end."""
+    def count(a, b):
+        return bisect.bisect_left(ts, b) - bisect.bisect_left(ts, a)
+    span = (windows[0][0], windows[-1][2])
+    mean = count(*span) / (span[1] - span[0])
+
+    def ratio(intervals):
+        length = sum(b - a for a, b in intervals)
+        return sum(count(a, b) for a, b in intervals) / (mean * length) if mean else 0
+    return (ratio([(g0, g1) for _, g0, g1 in windows]),
+            ratio([(a, g0) for a, g0, _ in windows]),
+            ratio([(g1, g1 + AFTER_NS) for _, _, g1 in windows]))
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    workers, secs = int(sys.argv[1]), int(sys.argv[2])
+    tmp = tempfile.mkdtemp(prefix="d9-window-truth-")
+    windows, times, truth, meta = run(workers, secs, sys.argv[3:], tmp)
+    if not windows:
+        sys.exit("window-truth: no sampling windows (always armed?)")
+    for ts in times.values():
+        ts.sort()
+    counted = counted_by_fn(meta, truth, clean_epochs(meta) & set(truth))
+    gate_ms = sum(g1 - g0 for _, g0, g1 in windows) / 1e6
+    print(f"{workers} workers, {secs} s: {len(windows)} sampling windows, gates {gate_ms:.0f} ms "
+          f"in all; output {tmp}")
+    print(f"{'async fn':24s} {'resumes/s':>9s} {'gate':>5s} {'attach':>6s} {'after':>5s} "
+          f"{'counted':>7s}")
+    for fn, ts in sorted(times.items()):
+        if len(ts) < 100 * secs:
+            continue
+        gate, attach, after = ratios(ts, windows)
+        est, real = counted.get(fn, (0, 0))
+        print(f"{fn:24s} {len(ts) / (secs + 6):9.0f} {gate:5.2f} {attach:6.2f} {after:5.2f} "
+              f"{est / real if real else 0:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
