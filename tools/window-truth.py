@@ -41,6 +41,8 @@ def run(workers, secs, demo_args, tmp):
                                "-o", os.path.join(tmp, "profile")],
                               capture_output=True, text=True, timeout=secs + 60)
         demo.wait(timeout=60)
+    with open(os.path.join(tmp, "dial9-bpf.stderr"), "w") as f:
+        f.write(tool.stderr)
     if tool.returncode:
         sys.exit(f"dial9-bpf exited {tool.returncode}: {tool.stderr[-800:]}")
     windows = [(int(a), int(g0), int(g1)) for kind, a, g0, g1 in WINDOW.findall(tool.stderr)
