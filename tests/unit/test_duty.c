@@ -122,6 +122,31 @@ static void test_tool_spike(void **state)
 	assert_true(s.debt > 10e6);
 }
 
+/* Where the tool's usual CPU is most of the budget (32 workers' symbols and switches), a lone
+ * spike of it (the DWARF of a new code path) costs the next epoch at most the half of its
+ * windows a repayment may take; a second spike in a row reaches the plan. */
+static void test_lone_tool_spike(void **state)
+{
+	struct duty_state s = {0}, calm = {0};
+	struct duty_epoch e = epoch_of(5, 2, 6), spike = epoch_of(5, 2, 70);
+	double d_calm, d_spike;
+
+	(void)state;
+	s.windows_seen = calm.windows_seen = 4;
+	for (int i = 0; i < 4; i++) {
+		duty_observe(&s, &e, limits.budget);
+		duty_observe(&calm, &e, limits.budget);
+	}
+	duty_observe(&s, &spike, limits.budget);
+	duty_observe(&calm, &e, limits.budget);
+	d_calm = duty_for_budget(&calm, &limits, 0.005);
+	d_spike = duty_for_budget(&s, &limits, 0.005);
+	assert_true(d_calm > 0);
+	assert_true(d_spike >= 0.5 * d_calm - 1e-12);
+	duty_observe(&s, &spike, limits.budget);
+	assert_true(duty_for_budget(&s, &limits, 0.005) < 0.5 * d_calm);
+}
+
 /* However much is owed, a repayment takes at most half of what the windows would get: an
  * epoch at the floor duty weighs its few resumes thousands of times each. */
 static void test_debt_share(void **state)
@@ -212,10 +237,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_budget_duty),	  cmocka_unit_test(test_partial_epoch),
 	    cmocka_unit_test(test_fixed_cost),	  cmocka_unit_test(test_debt),
-	    cmocka_unit_test(test_tool_spike),	  cmocka_unit_test(test_debt_share),
-	    cmocka_unit_test(test_thin_growth),	  cmocka_unit_test(test_negative_duty),
-	    cmocka_unit_test(test_outside_gates), cmocka_unit_test(test_windows),
-	    cmocka_unit_test(test_need),
+	    cmocka_unit_test(test_tool_spike),	  cmocka_unit_test(test_lone_tool_spike),
+	    cmocka_unit_test(test_debt_share),	  cmocka_unit_test(test_thin_growth),
+	    cmocka_unit_test(test_negative_duty), cmocka_unit_test(test_outside_gates),
+	    cmocka_unit_test(test_windows),	  cmocka_unit_test(test_need),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

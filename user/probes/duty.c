@@ -21,17 +21,24 @@
 #define DUTY_WARM_WINDOWS 4
 /* An epoch's tool CPU above this many times its running mean goes to the debt, paid back
  * over the next seconds, rather than into the mean the next duty is planned on: one slow
- * epoch of the tool's (its first symbols, a drain, a rotation) would otherwise take the
- * windows to the floor for the next two or three. */
+ * epoch of the tool's (its first symbols, a drain, a rotation; the DWARF of a new code path,
+ * 70-120 ms on 32 workers) would otherwise take the windows to the floor for the next two or
+ * three. */
 #define TOOL_SPIKE 2.0
 
-/* The epoch's tool CPU as the plan takes it: capped at TOOL_SPIKE x its running mean (the
- * decayed sum is 1 / (1 - k) epochs' worth) once there is one. */
-static double tool_for_plan(const struct duty_state *s, double tool_ns, double k)
+/* The epoch's tool CPU as the plan takes it: a lone spike as the running mean (the decayed
+ * sum is 1 / (1 - k) epochs' worth); a second in a row as TOOL_SPIKE x the mean, so that a
+ * lasting step in the tool's CPU still reaches the plan. Capped at TOOL_SPIKE x, a lone spike
+ * still doubled the planned cost, and where the tool takes half the budget that left the
+ * windows nothing. */
+static double tool_for_plan(struct duty_state *s, double tool_ns, double k)
 {
-	if (!s->seeded || s->tool_other <= 0)
-		return tool_ns;
-	return fmin(tool_ns, TOOL_SPIKE * (1 - k) * s->tool_other);
+	double mean = (1 - k) * s->tool_other;
+	bool spike = s->seeded && mean > 0 && tool_ns > TOOL_SPIKE * mean;
+	bool lone = spike && !s->tool_spiked;
+
+	s->tool_spiked = spike;
+	return lone ? mean : spike ? TOOL_SPIKE * mean : tool_ns;
 }
 
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget)

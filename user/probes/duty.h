@@ -34,6 +34,7 @@ struct duty_state {
 	double hits;					   /* decayed */
 	uint64_t windows_seen;				   /* in all */
 	double debt;					   /* ns, decayed */
+	bool tool_spiked; /* the last epoch's tool CPU was a spike (tool_for_plan) */
 	bool seeded;
 };
 
