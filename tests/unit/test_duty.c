@@ -122,9 +122,9 @@ static void test_tool_spike(void **state)
 	assert_true(s.debt > 10e6);
 }
 
-/* Where the tool's usual CPU is most of the budget (32 workers' symbols and switches), a lone
- * spike of it (the DWARF of a new code path) costs the next epoch at most the half of its
- * windows a repayment may take; a second spike in a row reaches the plan. */
+/* Where the tool's usual CPU is most of the budget (many workers' stacks and switches), a
+ * lone spike of it costs the next epoch at most the half of its windows a repayment may take;
+ * a second spike in a row reaches the plan. */
 static void test_lone_tool_spike(void **state)
 {
 	struct duty_state s = {0}, calm = {0};

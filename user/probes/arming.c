@@ -723,12 +723,6 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
 	       xol * (a->cost.xol_ns + a->bpf_run_ns) + (double)dcapture;
 }
 
-/* Workers that made an eligible transition in the last two epochs, or had CPU time in the
- * last one where that is followed (a window of a few ms misses most of them when there are
- * more workers than CPUs); and, for the sampler to start a worker it has not seen yet from
- * (worker_seed in sampler.bpf.c), the mean rates of those with one. Turns the sampler's carry
- * off when the last epoch's windows missed a busy worker, and on again after two epochs that
- * found every one (owed_add). */
 /* The sampler's pooled carry (pool_owed in sampler.bpf.c), while its own is off: what the
  * busy workers drawing at p < 1 selected short of hz last epoch, on average, added to what
  * they owed, bounded by POOL_OWED_MAX x hz either way. Reset where the carry is on, or an
@@ -748,6 +742,12 @@ static void pool_owed_update(struct arming *a, double selected, uint32_t drawing
 	a->skel->bss->pool_owed = (int32_t)lround(owed);
 }
 
+/* Workers that made an eligible transition in the last two epochs, or had CPU time in the
+ * last one where that is followed (a window of a few ms misses most of them when there are
+ * more workers than CPUs); and, for the sampler to start a worker it has not seen yet from
+ * (worker_seed in sampler.bpf.c), the mean rates of those with one. Turns the sampler's carry
+ * off when the last epoch's windows missed a busy worker, and on again after two epochs that
+ * found every one (owed_add), and sets the pooled carry that stands in for it meanwhile. */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.workers);
@@ -869,10 +869,10 @@ static struct duty_limits duty_limits_of(const struct arming *a)
 #define OUTSIDE_GATES_EPOCHS 3
 
 /*
- * Where the target has many threads switching (32 mostly idle workers switch some 24,000
- * times a second), the scheduler-switch program and the tool's own work can cost the whole
- * budget before any window opens: the windows then stay at their floor, and the workers get a
- * fraction of the samples asked for. Said once, with the two ways out.
+ * Where the target's threads switch often (dozens of mostly idle workers parking and waking),
+ * the scheduler-switch program and the tool's own work can cost the whole budget before any
+ * window opens: the windows then stay at their floor, and the workers get a fraction of the
+ * samples asked for. Said once, with the two ways out.
  */
 static void warn_outside_gates(struct arming *a)
 {

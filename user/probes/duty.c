@@ -21,16 +21,15 @@
 #define DUTY_WARM_WINDOWS 4
 /* An epoch's tool CPU above this many times its running mean goes to the debt, paid back
  * over the next seconds, rather than into the mean the next duty is planned on: one slow
- * epoch of the tool's (its first symbols, a drain, a rotation; the DWARF of a new code path,
- * 70-120 ms on 32 workers) would otherwise take the windows to the floor for the next two or
- * three. */
+ * epoch of the tool's (its first symbols, a drain, a rotation) would otherwise take the
+ * windows to the floor for the next two or three. */
 #define TOOL_SPIKE 2.0
 
 /* The epoch's tool CPU as the plan takes it: a lone spike as the running mean (the decayed
  * sum is 1 / (1 - k) epochs' worth); a second in a row as TOOL_SPIKE x the mean, so that a
- * lasting step in the tool's CPU still reaches the plan. Capped at TOOL_SPIKE x, a lone spike
- * still doubled the planned cost, and where the tool takes half the budget that left the
- * windows nothing. */
+ * lasting step in the tool's CPU still reaches the plan. Taken at TOOL_SPIKE x, a lone spike
+ * would double the planned cost, which leaves the windows nothing where the tool's usual CPU
+ * is half the budget. */
 static double tool_for_plan(struct duty_state *s, double tool_ns, double k)
 {
 	double mean = (1 - k) * s->tool_other;
