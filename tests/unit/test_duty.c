@@ -98,25 +98,34 @@ static void test_debt(void **state)
 	assert_true(over.debt > 0);
 }
 
+/* Two plans warmed on four epochs like e; then s sees spike and calm sees e again: their
+ * duties after it. */
+static void spike_against_calm(struct duty_state *s, struct duty_epoch e, struct duty_epoch spike,
+			       double *d_calm, double *d_spike)
+{
+	struct duty_state calm = {0};
+
+	s->windows_seen = calm.windows_seen = 4;
+	for (int i = 0; i < 4; i++) {
+		duty_observe(s, &e, limits.budget);
+		duty_observe(&calm, &e, limits.budget);
+	}
+	duty_observe(s, &spike, limits.budget);
+	duty_observe(&calm, &e, limits.budget);
+	*d_calm = duty_for_budget(&calm, &limits, 0.005);
+	*d_spike = duty_for_budget(s, &limits, 0.005);
+}
+
 /* One epoch of the tool's 10 times its usual CPU (its first symbols, a drain) leaves the
  * windows open: the excess goes to the debt, paid back over the next seconds, and what it
  * takes from the next epoch is a quarter of the excess at most, not the whole spike. */
 static void test_tool_spike(void **state)
 {
-	struct duty_state s = {0}, calm = {0};
-	struct duty_epoch e = epoch_of(5, 2, 2), spike = epoch_of(5, 2, 20);
+	struct duty_state s = {0};
 	double d_calm, d_spike;
 
 	(void)state;
-	s.windows_seen = calm.windows_seen = 4;
-	for (int i = 0; i < 4; i++) {
-		duty_observe(&s, &e, limits.budget);
-		duty_observe(&calm, &e, limits.budget);
-	}
-	duty_observe(&s, &spike, limits.budget);
-	duty_observe(&calm, &e, limits.budget);
-	d_calm = duty_for_budget(&calm, &limits, 0.005);
-	d_spike = duty_for_budget(&s, &limits, 0.005);
+	spike_against_calm(&s, epoch_of(5, 2, 2), epoch_of(5, 2, 20), &d_calm, &d_spike);
 	assert_true(d_spike > 0.3 * d_calm);
 	assert_true(d_spike < d_calm);
 	assert_true(s.debt > 10e6);
@@ -127,20 +136,12 @@ static void test_tool_spike(void **state)
  * a second spike in a row reaches the plan. */
 static void test_lone_tool_spike(void **state)
 {
-	struct duty_state s = {0}, calm = {0};
-	struct duty_epoch e = epoch_of(5, 2, 6), spike = epoch_of(5, 2, 70);
+	struct duty_state s = {0};
+	struct duty_epoch spike = epoch_of(5, 2, 70);
 	double d_calm, d_spike;
 
 	(void)state;
-	s.windows_seen = calm.windows_seen = 4;
-	for (int i = 0; i < 4; i++) {
-		duty_observe(&s, &e, limits.budget);
-		duty_observe(&calm, &e, limits.budget);
-	}
-	duty_observe(&s, &spike, limits.budget);
-	duty_observe(&calm, &e, limits.budget);
-	d_calm = duty_for_budget(&calm, &limits, 0.005);
-	d_spike = duty_for_budget(&s, &limits, 0.005);
+	spike_against_calm(&s, epoch_of(5, 2, 6), spike, &d_calm, &d_spike);
 	assert_true(d_calm > 0);
 	assert_true(d_spike >= 0.5 * d_calm - 1e-12);
 	duty_observe(&s, &spike, limits.budget);
