@@ -518,9 +518,6 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
 /* Set by the loader each epoch: on at the start, off after an epoch whose windows missed a
  * busy worker, on again after two that found every one (user/probes/arming.c, active_workers). */
 __u32 carry_on = 0;
-/* While carry_on is off: what the busy workers together owe, as one worker's samples short of
- * hz so far, bounded like a worker's own (the loader's pool_owed_update). */
-__s32 pool_owed = 0;
 
 /* What a worker may owe or be owed, in epochs' worth of hz (owed_add). */
 #define OWED_MAX 2
@@ -542,18 +539,8 @@ static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
 {
 	__s64 hz = (__s64)per_worker_hz, owed = ws->owed;
 
-	/* Windows that miss workers: each worker's shortfall is mostly the epochs it was missed
-	 * in, which its p already counts on, but the workers' mean still falls short of hz in
-	 * epochs whose short windows see few of them. Repaid by all alike. */
-	if (!carry_on) {
-		__s64 pool = pool_owed;
-
-		ws->owed = 0;
-		ws->target = (__u32)(hz + (pool >> 1) > (hz >> 2) ? hz + (pool >> 1) : hz >> 2);
-		return;
-	}
-	if (ws->calibrating || ws->capped || !ws->eligible || ws->prob >= D9_PROB_ONE ||
-	    epoch != ws->epoch + 1)
+	if (!carry_on || ws->calibrating || ws->capped || !ws->eligible ||
+	    ws->prob >= D9_PROB_ONE || epoch != ws->epoch + 1)
 		owed = 0;
 	else
 		owed += hz - (__s64)ws->selected;

@@ -723,39 +723,19 @@ static double probe_cpu(struct arming *a, uint64_t dhits, uint64_t dxol, uint64_
 	       xol * (a->cost.xol_ns + a->bpf_run_ns) + (double)dcapture;
 }
 
-/* The sampler's pooled carry (pool_owed in sampler.bpf.c), while its own is off: what the
- * busy workers drawing at p < 1 selected short of hz last epoch, on average, added to what
- * they owed, bounded by POOL_OWED_MAX x hz either way. Reset where the carry is on, or an
- * epoch's draws were cut (a cap) or not made (calibration). */
-#define POOL_OWED_MAX 2.0
-
-static void pool_owed_update(struct arming *a, double selected, uint32_t drawing, bool cut)
-{
-	double hz = (double)a->per_worker_hz, owed = a->pool_owed;
-
-	if (a->skel->bss->carry_on || cut || !drawing)
-		owed = 0;
-	else
-		owed = fmax(-POOL_OWED_MAX * hz,
-			    fmin(POOL_OWED_MAX * hz, owed + hz - selected / drawing));
-	a->pool_owed = owed;
-	a->skel->bss->pool_owed = (int32_t)lround(owed);
-}
-
 /* Workers that made an eligible transition in the last two epochs, or had CPU time in the
  * last one where that is followed (a window of a few ms misses most of them when there are
  * more workers than CPUs); and, for the sampler to start a worker it has not seen yet from
  * (worker_seed in sampler.bpf.c), the mean rates of those with one. Turns the sampler's carry
  * off when the last epoch's windows missed a busy worker, and on again after two epochs that
- * found every one (owed_add), and sets the pooled carry that stands in for it meanwhile. */
+ * found every one (owed_add). */
 static uint32_t active_workers(struct arming *a, uint64_t epoch)
 {
 	int fd = bpf_map__fd(a->skel->maps.workers);
 	uint64_t key, next, *prev = NULL;
 	struct d9_worker_state ws;
-	uint32_t n = 0, nrated = 0, ncpu = 0, ncal = 0, seen = 0, busy, all_drawn = 0;
-	double rates = 0, cnt = 0, cpu = 0, ccnt = 0, ccpu = 0, selected = 0;
-	bool cut = false;
+	uint32_t n = 0, nrated = 0, ncpu = 0, ncal = 0, seen = 0, busy;
+	double rates = 0, cnt = 0, cpu = 0, ccnt = 0, ccpu = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -764,12 +744,6 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 			continue;
 		n++;
 		seen += ws.epoch + 1 >= epoch;
-		/* Not rolled yet: a worker rolls at its first transition in a window. */
-		all_drawn += ws.prob >= D9_PROB_ONE;
-		if (ws.prob < D9_PROB_ONE && ws.epoch + 1 == epoch) {
-			selected += (double)ws.selected;
-			cut |= ws.capped || ws.calibrating;
-		}
 		if (ws.rate && !ws.calibrating) {
 			rates += (double)ws.rate;
 			nrated++;
@@ -799,8 +773,6 @@ static uint32_t active_workers(struct arming *a, uint64_t epoch)
 	busy = n > a->busy_workers ? n : a->busy_workers;
 	a->all_seen = seen >= busy ? a->all_seen + 1 : 0;
 	a->skel->bss->carry_on = a->all_seen >= 2;
-	/* Busy workers the windows missed last epoch selected nothing in it. */
-	pool_owed_update(a, selected, busy > all_drawn ? busy - all_drawn : 0, cut);
 	return busy;
 }
 

@@ -100,7 +100,6 @@ struct arming {
 	uint32_t busy_workers;
 	/* Epochs in a row whose windows found every busy worker (active_workers). */
 	uint32_t all_seen;
-	double pool_owed; /* the workers' pooled carry (pool_owed_update) */
 	/* Epochs in a row the budget went outside the gates, and whether the user was told. */
 	uint32_t outside_epochs;
 	bool outside_warned;
