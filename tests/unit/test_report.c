@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include "report.h"
 
 /* Two workers at 50 Hz: worker 0 has three usable epochs (101..103; 100 calibrates, 104 is
@@ -89,15 +91,20 @@ static char *sample(int worker, const char *prob, int capped, const char *park, 
 	return buf;
 }
 
-static struct report *with_meta(size_t max_stacks)
+static struct report *with_meta_text(const char *meta, size_t max_stacks)
 {
 	struct report *r = report_new(max_stacks);
 	char err[256];
 
 	assert_non_null(r);
-	if (report_parse_metadata(r, META, strlen(META), err, sizeof(err)))
+	if (report_parse_metadata(r, meta, strlen(meta), err, sizeof(err)))
 		fail_msg("metadata: %s", err);
 	return r;
+}
+
+static struct report *with_meta(size_t max_stacks)
+{
+	return with_meta_text(META, max_stacks);
 }
 
 static void add(struct report *r, const char *line)
@@ -234,6 +241,51 @@ static void test_by_task_type(void **state)
 	add(r, sample(0, "0.05", 0, "sleep", 20, 0, APP_STACK));
 	text = printed(r);
 	assert_null(strstr(text, "By task type"));
+	free(text);
+	report_free(r);
+}
+
+/* META with four windows and the count terms of one type counted 16 times in each window of
+ * 4 ms (p = 0.004, z = 4000): every window alike, so only the counts' edges give the interval
+ * a width, 0.25 / 0.004^2 = 15625 each. */
+static char *counted_meta(bool edges)
+{
+	static char buf[sizeof(META) + 1024];
+	size_t n = strlen(META) - 2; /* before the closing "}\n" */
+	char cell[160];
+
+	memcpy(buf, META, n);
+	buf[n] = 0;
+	strcat(buf, ",\n \"overhead\": {\"windows\": 4},\n \"count_terms\": [");
+	for (int e = 101; e <= 104; e++) {
+		snprintf(cell, sizeof(cell),
+			 "%s{\"epoch\": %d, \"future\": \"app::tick::{{closure}}\", "
+			 "\"windows_drawn\": 1, \"sum\": 4000, \"sum_sq\": 16000000%s}",
+			 e > 101 ? ", " : "", e, edges ? ", \"edge_sq\": 15625" : "");
+		strcat(buf, cell);
+	}
+	strcat(buf, "]}\n");
+	return buf;
+}
+
+static void test_counted_interval_edges(void **state)
+{
+	struct report *r;
+	char *text;
+
+	(void)state;
+	/* Var = 4/3 x (4 x 4000^2 - 16000^2 / 4) + 4 x 15625 = 250^2: +-t(3) x 250. */
+	r = with_meta_text(counted_meta(true), 0);
+	text = printed(r);
+	assert_contains(text,
+			"  100.0%         16000        796             0        0.000        0"
+			"  app::tick::{{closure}}\n");
+	free(text);
+	report_free(r);
+	/* Files from before edge_sq: the windows' spread alone. */
+	r = with_meta_text(counted_meta(false), 0);
+	text = printed(r);
+	assert_contains(text, "         16000          0");
 	free(text);
 	report_free(r);
 }
@@ -635,6 +687,7 @@ int main(void)
 	    cmocka_unit_test(test_metadata_summary),
 	    cmocka_unit_test(test_stacks_grouped_and_weighted),
 	    cmocka_unit_test(test_by_task_type),
+	    cmocka_unit_test(test_counted_interval_edges),
 	    cmocka_unit_test(test_runtime_only_stack_shows_leaf),
 	    cmocka_unit_test(test_stack_table_cap),
 	    cmocka_unit_test(test_workers_by_index),

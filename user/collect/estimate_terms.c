@@ -16,8 +16,8 @@ static bool same_cell(const struct est_cell *c, uint64_t epoch, const char *futu
 	       (c->future == future || (c->future && future && !strcmp(c->future, future)));
 }
 
-int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
-		  double w)
+static int add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window, double w,
+	       double edge)
 {
 	size_t i = t->n, stop = t->n > RECENT ? t->n - RECENT : 0;
 
@@ -27,6 +27,7 @@ int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint6
 			/* Always armed: every sample is a draw of its own. */
 			t->cells[i].sq += window ? 0 : w * w;
 			t->cells[i].draws++;
+			t->cells[i].edge += edge;
 			return 0;
 		}
 	if (t->n == t->cap) {
@@ -38,8 +39,21 @@ int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint6
 		t->cells = c;
 		t->cap = cap;
 	}
-	t->cells[t->n++] = (struct est_cell){epoch, future, window, w, window ? 0 : w * w, 1};
+	t->cells[t->n++] = (struct est_cell){epoch, future, window, w, window ? 0 : w * w, 1, edge};
 	return 0;
+}
+
+int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
+		  double w)
+{
+	return add(t, epoch, future, window, w, 0);
+}
+
+int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
+			double n, double p)
+{
+	/* Always armed (window 0), every resume is counted: no edges. */
+	return add(t, epoch, future, window, n / p, window ? 0.25 / (p * p) : 0);
 }
 
 static int by_epoch_future(const void *a, const void *b)
@@ -53,7 +67,7 @@ static int by_epoch_future(const void *a, const void *b)
 	return 0;
 }
 
-void est_terms_write_json(const struct est_terms *t, FILE *f)
+void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f)
 {
 	struct est_cell *v = malloc((t->n ? t->n : 1) * sizeof(*v));
 	size_t i = 0, groups = 0;
@@ -67,13 +81,14 @@ void est_terms_write_json(const struct est_terms *t, FILE *f)
 	fputc('[', f);
 	while (i < t->n) {
 		const struct est_cell *g = &v[i];
-		double sum = 0, sq = 0;
+		double sum = 0, sq = 0, edge = 0;
 		size_t n = 0;
 
 		for (; i < t->n && !by_epoch_future(&v[i], g); i++) {
 			sum += v[i].z;
 			sq += v[i].window ? v[i].z * v[i].z : v[i].sq;
 			n += v[i].window ? 1 : v[i].draws;
+			edge += v[i].edge;
 		}
 		fprintf(f, "%s\n    {\"epoch\": %" PRIu64 ", \"future\": ", groups++ ? "," : "",
 			g->epoch);
@@ -81,8 +96,10 @@ void est_terms_write_json(const struct est_terms *t, FILE *f)
 			json_str(f, g->future);
 		else
 			fputs("null", f);
-		fprintf(f, ", \"windows_drawn\": %zu, \"sum\": %.0f, \"sum_sq\": %.0f}", n, sum,
-			sq);
+		fprintf(f, ", \"windows_drawn\": %zu, \"sum\": %.0f, \"sum_sq\": %.0f", n, sum, sq);
+		if (counts)
+			fprintf(f, ", \"edge_sq\": %.0f", edge);
+		fputc('}', f);
 	}
 	fputs(groups ? "\n  ]" : "]", f);
 	free(v);

@@ -5,10 +5,18 @@
  * per window the total z_c of the weights drawn in it. Kept here as sum z_c and sum z_c^2 per
  * (epoch, future), so that runs, or any set of epochs, can be combined: add the terms and the
  * window counts, and Var = m / (m - 1) x (sum z^2 - (sum z)^2 / m).
+ *
+ * Counts carry one term more, edge_sq: each window's count, an integer, taken as uncertain by
+ * one resume either way at the window's edges (variance 1/4 in counts, the most a periodic
+ * stream's count in a window of random phase has), over its inclusion probability squared.
+ * The gates open just after a tick of the kernel's clock, and a runtime's timers keep a phase
+ * to it, so work on a timer is counted alike in every window: the windows' spread is then
+ * zero while an epoch's truth is not. The term is added to Var as it is.
  */
 #ifndef D9_ESTIMATE_TERMS_H
 #define D9_ESTIMATE_TERMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +30,7 @@ struct est_cell {
 	 * samples keeps one cell per epoch and type, not one per sample. */
 	double sq;
 	uint64_t draws;
+	double edge; /* counts only: sum of (1/2 / p)^2 over the counts added */
 };
 
 struct est_terms {
@@ -32,9 +41,14 @@ struct est_terms {
 /* Adds a sample's weight to its window's total. Returns 0 or -ENOMEM. */
 int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
 		  double w);
+/* Adds a count n (>= 1) of inclusion probability p to its window's total, and its edge term.
+ * Returns 0 or -ENOMEM. */
+int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
+			double n, double p);
 /* Writes [{"epoch": E, "future": F, "windows_drawn": n, "sum": s, "sum_sq": q}, ...] sorted
- * by epoch and future (windows that drew nothing of F are left out: they add 0 to both). */
-void est_terms_write_json(const struct est_terms *t, FILE *f);
+ * by epoch and future (windows that drew nothing of F are left out: they add 0 to both), with
+ * "edge_sq" too for the terms of counts (`counts`). */
+void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f);
 void est_terms_free(struct est_terms *t);
 
 #endif

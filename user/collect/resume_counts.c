@@ -75,8 +75,8 @@ static void add_count(struct collector *c, const struct drained *d)
 
 	if (!(p * f > 0))
 		return;
-	if (est_terms_add(&c->counted, d->k.epoch, type ? type->name : NULL, d->k.window,
-			  (double)d->v.resumes / (p * f)))
+	if (d->v.resumes && est_terms_add_count(&c->counted, d->k.epoch, type ? type->name : NULL,
+						d->k.window, (double)d->v.resumes, p * f))
 		c->write_errors++;
 }
 

@@ -480,9 +480,9 @@ int metadata_write(const struct out_dir *dir, const struct options *o, const str
 		: o->inline_stacks	     ? "inline"
 					     : "stack_table");
 	fputs("  \"estimate_terms\": ", f);
-	est_terms_write_json(&c->terms, f);
+	est_terms_write_json(&c->terms, false, f);
 	fputs(",\n  \"count_terms\": ", f);
-	est_terms_write_json(&c->counted, f);
+	est_terms_write_json(&c->counted, true, f);
 	fputs("\n}\n", f);
 	return out_file_commit(&out);
 }

@@ -76,9 +76,9 @@ struct type_sum {
 	char *future; /* NULL: samples without one (no task type found) */
 	uint64_t samples;
 	double count, idle_ns;
-	/* From metadata's count_terms: estimated resumes from the exact in-window counts, and
-	 * the sum of its windows' squared totals (for its interval). */
-	double counted, counted_sq;
+	/* From metadata's count_terms: estimated resumes from the exact in-window counts, the
+	 * sum of its windows' squared totals and the counts' edge terms (for its interval). */
+	double counted, counted_sq, counted_edge;
 };
 
 /* On-CPU samples by future: estimated CPU time (sum of weight_cpu_ns). */

@@ -125,7 +125,7 @@ static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
 	for (size_t i = 0; i < n; i++) {
 		json_object *c = json_object_array_get_idx(arr, i);
 		const char *future = NULL;
-		double sum = 0, sq = 0;
+		double sum = 0, sq = 0, edge = 0;
 		struct type_sum *t;
 
 		snprintf(where, sizeof(where), "count_terms[%zu]", i);
@@ -133,11 +133,13 @@ static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
 			return rpt_fail(e, "\"%s\" is %s, expected an object", where, rpt_kind(c));
 		if (rpt_get_str(e, where, c, "future", true, true, &future) ||
 		    rpt_get_num(e, where, c, "sum", false, 0, 1e300, false, &sum) ||
-		    rpt_get_num(e, where, c, "sum_sq", false, 0, 1e300, false, &sq))
+		    rpt_get_num(e, where, c, "sum_sq", false, 0, 1e300, false, &sq) ||
+		    rpt_get_num(e, where, c, "edge_sq", true, 0, 1e300, false, &edge))
 			return -1;
 		t = rpt_type_get(r, future);
 		t->counted += sum;
 		t->counted_sq += sq;
+		t->counted_edge += edge;
 		r->total_counted += sum;
 	}
 	r->have_counted = true;

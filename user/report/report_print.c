@@ -197,13 +197,14 @@ static double t975(size_t df)
 }
 
 /* The 95% half width of a total over m windows drawn, from the total and the sum of the
- * windows' squared totals: Var = m / (m - 1) x (sq - total^2 / m), times t(m - 1). */
-static double cluster_half_width(size_t m, double total, double sq)
+ * windows' squared totals: Var = m / (m - 1) x (sq - total^2 / m) + edge (the counts' edge
+ * terms, estimate_terms.h), times t(m - 1). */
+static double cluster_half_width(size_t m, double total, double sq, double edge)
 {
 	if (m < 2)
 		return NAN;
 	return t975(m - 1) *
-	       sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)));
+	       sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)) + edge);
 }
 
 /*
@@ -237,7 +238,7 @@ static double half_width(const struct report *r, bool (*in)(const struct draw *,
 	sq += z * z;
 	if (r->windows + solo > m)
 		m = r->windows + solo;
-	return cluster_half_width(m, total, sq);
+	return cluster_half_width(m, total, sq, 0);
 }
 
 static bool of_stack(const struct draw *d, uint32_t stack)
@@ -262,10 +263,10 @@ static int by_type_count(const void *a, const void *b)
 
 /* The 95% half width of a type's estimate from the in-window counts: its windows' totals
  * are in counted_sq, every window of the run is a unit drawn (those that saw none of it add
- * 0). */
+ * 0), and each count's edges add counted_edge. */
 static double counted_half_width(const struct report *r, const struct type_sum *t)
 {
-	return cluster_half_width(r->windows, t->counted, t->counted_sq);
+	return cluster_half_width(r->windows, t->counted, t->counted_sq, t->counted_edge);
 }
 
 static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
