@@ -8,8 +8,11 @@ demo task kind, the Horvitz-Thompson estimate over the span's clean epochs, its 
 with the armed windows as the drawn clusters (the design of docs/design.md; dial9-bpf report
 prints the same), and whether the demo's own count lies inside. Spans are seconds apart, so
 their estimates are close to independent: with a right interval, about 19 in 20 cover the
-truth. Root. D9_DEMO_ARGS adds arguments to the demo's.
+truth. `tools/interval-coverage.py --runs RUNS SECONDS [ARGS]` makes RUNS separate runs of
+the tool on one demo instead, each of SECONDS whole epochs (one span a run, from attach to
+exit). Root. D9_DEMO_ARGS adds arguments to the demo's.
 """
+import json
 import math
 import os
 import sys
@@ -98,32 +101,48 @@ def coverage(samples, meta, truth, nseg, secs):
     return rows
 
 
+def profile_spans(d, nseg, secs, extra):
+    """Profiles the demo once for nseg spans of secs epochs; returns coverage()'s rows."""
+    out = tempfile.mkdtemp(prefix="d9-coverage-")
+    dur = nseg * secs + 2
+    rc, _, err = run_tool("--pid", d.pid, "--duration", dur, "--output", out, *extra,
+                          timeout=dur + 60, windows=True)
+    if rc:
+        sys.exit(f"dial9-bpf exited {rc}: {err[-800:]}")
+    d.wait_seconds(1)
+    truth = d.seconds()
+    with open(os.path.join(out, "truth.json"), "w") as f:
+        json.dump(truth, f)  # the demo's own counts per second, for analysis
+    rows = coverage(read_samples(out), read_metadata(out), truth, nseg, secs)
+    print(f"output {out}: " + "; ".join(
+        f"{k} {r[k][0] / r[k][2]:.3f} +- {r[k][1] / r[k][2]:.3f}" for r in rows for k in r
+        if k.endswith("counted") and r[k][2]))
+    return rows
+
+
 def main():
-    if len(sys.argv) < 3:
+    runs = len(sys.argv) > 1 and sys.argv[1] == "--runs"
+    args = sys.argv[2:] if runs else sys.argv[1:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    nseg, secs, extra = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    n, secs, extra = int(args[0]), int(args[1]), args[2:]
     d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(), workers=2, mode="mix")
     try:
         d.wait_seconds(2)
-        out = tempfile.mkdtemp(prefix="d9-coverage-")
-        dur = nseg * secs + 2
-        rc, _, err = run_tool("--pid", d.pid, "--duration", dur, "--output", out, *extra,
-                              timeout=dur + 60, windows=True)
-        if rc:
-            sys.exit(f"dial9-bpf exited {rc}: {err[-800:]}")
-        d.wait_seconds(1)
-        rows = coverage(read_samples(out), read_metadata(out), d.seconds(), nseg, secs)
+        if runs:
+            rows = [r for _ in range(n) for r in profile_spans(d, 1, secs, extra)]
+        else:
+            rows = profile_spans(d, n, secs, extra)
     finally:
         d.stop()
     for kind in [k + c for k in KINDS for c in ("", " counted")]:
         inside = sum(1 for r in rows if abs(r[kind][0] - r[kind][2]) <= r[kind][1])
         ratios = sorted(r[kind][0] / r[kind][2] for r in rows if r[kind][2])
         rel = sorted(r[kind][1] / r[kind][2] for r in rows if r[kind][2])
-        print(f"{kind}: truth inside the 95% interval in {inside} of {len(rows)} spans; "
-              f"est/truth median {ratios[len(ratios) // 2]:.2f} "
+        print(f"{kind}: truth inside the 95% interval in {inside} of {len(rows)} "
+              f"{'runs' if runs else 'spans'}; est/truth median {ratios[len(ratios) // 2]:.2f} "
               f"({ratios[0]:.2f}-{ratios[-1]:.2f}); half width median "
               f"{100 * rel[len(rel) // 2]:.0f}% of the truth")
-    print(f"output {out}")
 
 
 if __name__ == "__main__":
