@@ -110,6 +110,39 @@ def stacks_name_demo_fns():
     return f"{frac:.1%} of {len(samples)} samples"
 
 
+def folded_counted_polls(binary):
+    """Addresses of the demo binary where several Counted<F>::poll symbols share one copy."""
+    out = subprocess.run(["nm", "-C", binary], capture_output=True, text=True, check=True).stdout
+    at = {}
+    for line in out.splitlines():
+        if "Counted<" in line and "Future>::poll" in line and " as " in line:
+            at.setdefault(line.split()[0], set()).add(line.split(" ", 2)[2])
+    return {a: names for a, names in at.items() if len(names) > 1}
+
+
+@test
+def folded_wrapper_frames_name_the_task():
+    """The demo's Counted<F>::poll calls its future through a function pointer, so its machine
+    code is the same for every F and the compiler folds the copies into one, which the symbol
+    table then names after one of the types. A sample's Counted frame must name the sample's
+    own task type (the future its task was spawned with), not whichever type the fold kept."""
+    folds = folded_counted_polls(DEMO_FP)
+    assert folds, "no folded Counted<F>::poll in the demo: this test would check nothing"
+    _, samples, _, _ = profiled(20, budget=100)
+    right, wrong = 0, []
+    for s in samples:
+        prefix = "<" + (s.get("future") or "") + " as "
+        for n in frame_names(s):
+            if n.startswith("<dial9_demo::Counted<") and n.endswith("Future>::poll"):
+                if n.startswith(prefix):
+                    right += 1
+                else:
+                    wrong.append((s.get("future"), n))
+    assert right >= 100 and not wrong, f"{right} right, {len(wrong)} wrong: {wrong[:3]}"
+    return (f"{right} Counted frames name their task's type; {len(folds)} folded copies, "
+            f"{max(len(v) for v in folds.values())} names at most")
+
+
 @test
 def sample_fields_complete():
     _, samples, meta, _ = profiled(20, budget=100)

@@ -149,6 +149,13 @@ static void check_known_fn(const char *file, uint16_t type, bool has_symtab)
 	} else {
 		assert_null(alias);
 	}
+	/* The aliases at the function's address: the weak one, and the local one from .symtab. */
+	alias = elf_file_aliases_at(ef, addr, &naliases);
+	assert_int_equal(naliases, has_symtab ? 2 : 1);
+	for (size_t i = 0; i < naliases; i++)
+		assert_int_equal(alias[i].addr, addr);
+	elf_file_aliases_at(ef, addr + 1, &naliases);
+	assert_int_equal(naliases, 0);
 
 	assert_ptr_equal(elf_file_lookup(ef, addr), s);
 	assert_ptr_equal(elf_file_lookup(ef, addr + size - 1), s);

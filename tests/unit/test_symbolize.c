@@ -32,6 +32,17 @@ __attribute__((noinline)) int dial9_rust_named(int x)
 	return x + 11;
 }
 
+/* Two Rust names for one copy of code, as the compiler leaves a generic function folded for two
+ * types: the table keeps one name, the other is an alias. */
+int dial9_folded(int x) __asm__("_ZN5dial916Folded$LT$u8$GT$4poll17h0123456789abcdefE");
+__attribute__((noinline)) int dial9_folded(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 13;
+}
+extern int dial9_folded_too(int x) __asm__("_ZN5dial917Folded$LT$u16$GT$4poll17h0123456789abcdefE")
+    __attribute__((alias("_ZN5dial916Folded$LT$u8$GT$4poll17h0123456789abcdefE")));
+
 static uint64_t addr_of(const void *p)
 {
 	return (uint64_t)(uintptr_t)p;
@@ -71,6 +82,28 @@ static void test_own_function(void **state)
 	assert_int_equal(si.sym_offset, 1);
 
 	assert_non_null(symbolizer_module_elf(s, addr_of(dial9_test_sym_target)));
+	symbolizer_free(s);
+}
+
+static void test_folded_names(void **state)
+{
+	struct symbolizer *s = symbolizer_new(getpid());
+	uint64_t addr = addr_of(dial9_folded) + 1;
+	struct sym_info si;
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(symbolizer_resolve(s, addr, &si), 0);
+	assert_true(si.merged);
+	/* Whichever name the table kept, each is found by the type that only it has, and only as
+	 * a whole type: "u1" is not "u16". */
+	assert_string_equal(symbolizer_name_with(s, addr, "u8"), "dial9::Folded<u8>::poll");
+	assert_string_equal(symbolizer_name_with(s, addr, "u16"), "dial9::Folded<u16>::poll");
+	assert_null(symbolizer_name_with(s, addr, "u32"));
+	assert_null(symbolizer_name_with(s, addr, "u1"));
+	assert_null(symbolizer_name_with(s, addr, "Folded"));
+	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_test_sym_target), &si), 0);
+	assert_false(si.merged);
 	symbolizer_free(s);
 }
 
@@ -319,13 +352,10 @@ static void test_modules(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_own_function),
-	    cmocka_unit_test(test_libc_function),
-	    cmocka_unit_test(test_vdso),
-	    cmocka_unit_test(test_unknown),
-	    cmocka_unit_test(test_late_deleted_library),
-	    cmocka_unit_test(test_modules),
-	    cmocka_unit_test(test_cache_follows_maps),
+	    cmocka_unit_test(test_own_function),  cmocka_unit_test(test_folded_names),
+	    cmocka_unit_test(test_libc_function), cmocka_unit_test(test_vdso),
+	    cmocka_unit_test(test_unknown),	  cmocka_unit_test(test_late_deleted_library),
+	    cmocka_unit_test(test_modules),	  cmocka_unit_test(test_cache_follows_maps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -611,6 +611,26 @@ static size_t symbolize_frames(struct collector *c, const uint64_t *pcs, size_t 
 	return n;
 }
 
+/* A frame in code the compiler folded for several functions (a generic wrapper's poll that
+ * came out the same for several task types) is named by the symbol table after one of them;
+ * the one that names the sample's own task type is the one that ran. */
+static void name_folded_frames(struct collector *c, struct task_frame *frames, size_t n,
+			       const char *future)
+{
+	for (size_t i = 0; future && i < n; i++) {
+		struct sym_info si;
+		const char *name;
+
+		if (frames[i].inlined || frames[i].task_root || !frames[i].name ||
+		    symbolizer_resolve(c->sym, frames[i].addr, &si) || !si.merged ||
+		    si.name != frames[i].name)
+			continue;
+		name = symbolizer_name_with(c->sym, frames[i].addr, future);
+		if (name)
+			frames[i].name = name;
+	}
+}
+
 size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 			   struct task_frame *frames)
 {
@@ -778,6 +798,7 @@ static void write_cpu_sample(struct collector *c, const struct d9_sample *s,
 	n = symbolize_frames(c, pcs, n, frames);
 	scheduler = cpu_samples_name(c->cpu, c->sym, c->types, frames, n,
 				     s->flags & D9_SF_TASK_ID_OK, s->task_id, &ts.future, &root);
+	name_folded_frames(c, frames, n, ts.future);
 	if (root && c->task_root && n < MAX_FRAMES_OUT)
 		frames[n++] = (struct task_frame){.name = root, .task_root = true};
 	sample_common(c, s, w, &ts);
@@ -821,6 +842,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	type = c->types && s->task_vtable ? task_types_find(c->types, s->task_vtable) : NULL;
 	if (type) {
 		ts.future = type->name;
+		name_folded_frames(c, frames, n, type->name);
 		type->samples++;
 		if (c->cpu && (s->flags & D9_SF_TASK_ID_OK))
 			cpu_samples_note_task(c->cpu, s->task_id, type);

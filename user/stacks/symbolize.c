@@ -20,6 +20,8 @@ struct module {
 	struct elf_file *elf;
 	char **names; /* demangled name per elf_file_syms() index, filled on first use */
 	size_t nnames;
+	char **alias_names; /* the same per elf_file_aliases() index */
+	size_t nalias_names;
 };
 
 /*
@@ -73,6 +75,9 @@ static void module_free(struct module *m)
 	for (size_t i = 0; i < m->nnames; i++)
 		free(m->names[i]);
 	free(m->names);
+	for (size_t i = 0; i < m->nalias_names; i++)
+		free(m->alias_names[i]);
+	free(m->alias_names);
 	elf_file_close(m->elf);
 	free(m->path);
 	free(m);
@@ -279,31 +284,39 @@ static struct elf_file *module_elf(struct symbolizer *s, struct module *mod,
 	return mod->elf;
 }
 
+/* The demangled name of entry idx of a symbol table of total entries, whose names are cached in
+ * *names (allocated on first use). */
+static const char *cached_name(char ***names, size_t *nnames, size_t total,
+			       const struct elf_sym *sym, size_t idx)
+{
+	if (!*names) {
+		*names = calloc(total ? total : 1, sizeof(**names));
+		if (!*names)
+			return NULL;
+		*nnames = total;
+	}
+	if (!(*names)[idx])
+		(*names)[idx] = demangle(sym->name);
+	return (*names)[idx];
+}
+
 /* The demangled name of symbol idx of mod, demangling it on first use. */
 static const char *sym_name(struct module *mod, const struct elf_sym *sym, size_t idx)
 {
-	if (!mod->names) {
-		size_t n;
+	size_t n;
 
-		elf_file_syms(mod->elf, &n);
-		mod->names = calloc(n ? n : 1, sizeof(*mod->names));
-		if (!mod->names)
-			return NULL;
-		mod->nnames = n;
-	}
-	if (!mod->names[idx])
-		mod->names[idx] = demangle(sym->name);
-	return mod->names[idx];
+	elf_file_syms(mod->elf, &n);
+	return cached_name(&mod->names, &mod->nnames, n, sym, idx);
 }
 
-static int resolve_uncached(struct symbolizer *s, uint64_t addr, struct sym_info *out)
+/* The function symbol containing addr, its module and vaddr; fills out's module and
+ * file_offset. Returns 0, or -ENOENT (or why the maps could not be read). */
+static int locate(struct symbolizer *s, uint64_t addr, struct sym_info *out, struct module **modp,
+		  const struct elf_sym **symp, uint64_t *vaddr)
 {
-	const struct elf_sym *sym, *syms;
 	const struct proc_map *m;
 	struct module *mod;
 	struct elf_file *ef;
-	uint64_t vaddr;
-	size_t nsyms;
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -317,17 +330,69 @@ static int resolve_uncached(struct symbolizer *s, uint64_t addr, struct sym_info
 	out->module = mod->path;
 
 	ef = module_elf(s, mod, m);
-	if (!ef || elf_file_offset_to_vaddr(ef, out->file_offset, &vaddr))
+	if (!ef || elf_file_offset_to_vaddr(ef, out->file_offset, vaddr))
 		return -ENOENT;
-	sym = elf_file_lookup(ef, vaddr);
-	if (!sym)
-		return -ENOENT;
-	syms = elf_file_syms(ef, &nsyms);
+	*symp = elf_file_lookup(ef, *vaddr);
+	*modp = mod;
+	return *symp ? 0 : -ENOENT;
+}
+
+static int resolve_uncached(struct symbolizer *s, uint64_t addr, struct sym_info *out)
+{
+	const struct elf_sym *sym, *syms;
+	struct module *mod;
+	uint64_t vaddr;
+	size_t nsyms, nal;
+	int err = locate(s, addr, out, &mod, &sym, &vaddr);
+
+	if (err)
+		return err;
+	syms = elf_file_syms(mod->elf, &nsyms);
 	out->name = sym_name(mod, sym, (size_t)(sym - syms));
 	if (!out->name)
 		return -ENOMEM;
 	out->sym_offset = vaddr - sym->addr;
+	elf_file_aliases_at(mod->elf, sym->addr, &nal);
+	out->merged = nal > 0;
 	return 0;
+}
+
+/* Whether name holds type as a whole type: a generic argument or the type of a trait impl
+ * ("<T as ...>", "<T>", "<A, T>"), not the start of a longer name ("app::Foo" in "app::FooBar"). */
+static bool holds_type(const char *name, const char *type)
+{
+	size_t len = strlen(type);
+
+	for (const char *p = strstr(name, type); p && len; p = strstr(p + 1, type))
+		if ((p == name || strchr("< ,&", p[-1])) && strchr(" ,>", p[len]))
+			return true;
+	return false;
+}
+
+const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type)
+{
+	const struct elf_sym *sym, *syms, *al;
+	struct sym_info si;
+	struct module *mod;
+	uint64_t vaddr;
+	size_t n, nal;
+	const char *name;
+
+	if (locate(s, addr, &si, &mod, &sym, &vaddr))
+		return NULL;
+	syms = elf_file_syms(mod->elf, &n);
+	name = sym_name(mod, sym, (size_t)(sym - syms));
+	if (name && holds_type(name, type))
+		return name;
+	syms = elf_file_aliases(mod->elf, &n);
+	al = elf_file_aliases_at(mod->elf, sym->addr, &nal);
+	for (size_t i = 0; i < nal; i++) {
+		name = cached_name(&mod->alias_names, &mod->nalias_names, n, &al[i],
+				   (size_t)(al + i - syms));
+		if (name && holds_type(name, type))
+			return name;
+	}
+	return NULL;
 }
 
 int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out)

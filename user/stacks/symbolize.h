@@ -27,6 +27,7 @@ struct sym_info {
 	uint64_t sym_offset;  /* addr - function start */
 	const char *module;   /* path as in maps ("[vdso]", ...), owned; NULL if anonymous */
 	uint64_t file_offset; /* addr translated to an offset in module */
+	bool merged;	      /* other names share the function's code (symbolizer_name_with) */
 };
 
 /* Returns NULL with errno set on failure. */
@@ -44,6 +45,16 @@ int symbolizer_set_debug_file(struct symbolizer *s, const char *path);
  * symbolizer_free().
  */
 int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out);
+
+/*
+ * Of the names of the function containing addr (its own and those of functions folded into the
+ * same code, when sym_info.merged says there are such), the first whose demangled form holds
+ * type as a whole type (a generic argument, or the type of a trait impl); NULL if none does. The
+ * compiler folds generic functions whose machine code came out the same (a wrapper's poll for
+ * several task types), and the symbol table then names them all with one of their names: a caller
+ * that knows what ran there (the task's type) picks the right one. Valid until symbolizer_free().
+ */
+const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type);
 
 /* Re-read the maps now, ignoring the rate limit. Returns 0 or a negative errno (the previous
  * maps are kept). */

@@ -522,6 +522,24 @@ const struct elf_sym *elf_file_aliases(const struct elf_file *ef, size_t *n)
 	return ef->aliases;
 }
 
+const struct elf_sym *elf_file_aliases_at(const struct elf_file *ef, uint64_t vaddr, size_t *n)
+{
+	size_t lo = 0, hi = ef->naliases, end;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ef->aliases[mid].addr < vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (end = lo; end < ef->naliases && ef->aliases[end].addr == vaddr; end++)
+		;
+	*n = end - lo;
+	return ef->aliases + lo;
+}
+
 bool elf_file_has_symtab(const struct elf_file *ef)
 {
 	return ef->has_symtab;

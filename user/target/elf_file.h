@@ -59,6 +59,10 @@ const struct elf_sym *elf_file_syms(const struct elf_file *ef, size_t *n);
  */
 const struct elf_sym *elf_file_aliases(const struct elf_file *ef, size_t *n);
 
+/* The aliases of the function starting at vaddr: *n of them from the one returned (*n = 0: the
+ * code has only the name elf_file_syms() keeps). Binary search. */
+const struct elf_sym *elf_file_aliases_at(const struct elf_file *ef, uint64_t vaddr, size_t *n);
+
 /* Whether the file has a .symtab (false: stripped, only exported .dynsym names). */
 bool elf_file_has_symtab(const struct elf_file *ef);
 

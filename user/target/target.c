@@ -495,16 +495,13 @@ static size_t calls_in_text(const struct target *t, int fd, uint64_t vaddr)
 /* The function starting exactly at vaddr, if no other name shares its code. */
 static const struct elf_sym *sole_function_at(const struct elf_file *ef, uint64_t vaddr)
 {
-	const struct elf_sym *s = elf_file_lookup(ef, vaddr), *al;
+	const struct elf_sym *s = elf_file_lookup(ef, vaddr);
 	size_t n;
 
 	if (!s || s->addr != vaddr)
 		return NULL;
-	al = elf_file_aliases(ef, &n);
-	for (size_t i = 0; i < n; i++)
-		if (al[i].addr == vaddr)
-			return NULL;
-	return s;
+	elf_file_aliases_at(ef, vaddr, &n);
+	return n ? NULL : s;
 }
 
 /* Whether a probe at the entry of the function at vaddr can stand for its call site in the
