@@ -30,9 +30,7 @@ $(BUILD)/demo-tokio-%: $(BUILD)/tokio-%/Cargo.toml $(DEMO_SRCS)
 	echo "demo-tokio-$*: built in $$((ds / 10)).$$((ds % 10)) s"
 	cp $(BUILD)/tokio-$*/target/release/dial9-demo $@
 
+# `make test` builds it (the matrix test is tests/e2e/test_tokio_matrix.py).
 tokio-matrix: $(TOKIO_MATRIX_BINS)
-
-# `make test` runs the matrix test (tests/e2e/test_tokio_matrix.py): build the binaries first.
-test: tokio-matrix
 
 .PHONY: tokio-matrix
