@@ -519,37 +519,51 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
  * busy worker, on again after two that found every one (user/probes/arming.c, active_workers). */
 __u32 carry_on = 0;
 
-/* What a worker may owe or be owed, in epochs' worth of hz (owed_add). */
+/* What a worker may owe or be owed, in epochs' worth of hz (owed_add); and, while windows miss
+ * some workers, the epochs it may go unseen and still owe them. */
 #define OWED_MAX 2
+#define OWED_SLOW_MAX 4
+#define OWED_MISSED_MAX 8
 
 /*
- * The worker's next target: hz plus half of what it owes, which is what its epochs at p < 1
- * selected short of hz (or over it), back to back, bounded by OWED_MAX x hz. Windows see a
- * worker's transitions through a few ms a second, so an epoch's count lands anywhere from a
- * quarter to twice what its p expects, and a worker's mean over a run wanders off hz by that
- * noise over the square root of its epochs; carrying the difference halves it each epoch
- * instead. An epoch at p = 1 drew all there was, one the worker was not seen in drew
- * nothing, and a capped one is left out of unbiased figures: each ends the carry. Only while
- * the windows find every busy worker every epoch (carry_on): where workers outnumber CPUs they
- * miss some workers in some epochs, p is set so that a worker selects hz on average over the
- * epochs that find it and those that miss it, and repaying the first kind would hold it under
- * hz (bench/RESULTS.md). Fixed before the epoch's draws: weights stay exact.
+ * The worker's next target: hz plus a share of what it owes, which is what its epochs at p < 1
+ * selected short of hz (or over it), bounded. Windows see a worker's transitions through a few
+ * ms a second, so an epoch's count lands anywhere from a quarter to twice what its p expects,
+ * and a worker's mean over a run wanders off hz by that noise over the square root of its
+ * epochs; carrying the difference keeps it at hz instead. An epoch at p = 1 drew all there
+ * was, and a capped one is left out of unbiased figures: each ends the carry.
+ *
+ * While the windows find every busy worker every epoch (carry_on), half of what is owed is
+ * repaid each epoch, and an epoch the worker was not seen in drew nothing: it ends the carry.
+ * Where workers outnumber CPUs the windows miss some workers in some epochs, and p is set so
+ * that a worker selects hz on average over the epochs that find it and those that miss it
+ * (expected_by_cpu): it selects well over hz in the first kind and nothing in the second. Then
+ * an epoch it was missed in (up to OWED_MISSED_MAX of them, while its CPU time is followed)
+ * owes hz, and a quarter is repaid each epoch, bounded by OWED_SLOW_MAX x hz: halves would
+ * chase each miss with an overshoot. Without it, which epochs' windows happened to find a
+ * worker left single workers at half or one and a half of hz over a run (bench/RESULTS.md).
+ * Fixed before the epoch's draws: weights stay exact.
  */
 static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
 {
-	__s64 hz = (__s64)per_worker_hz, owed = ws->owed;
+	__s64 hz = (__s64)per_worker_hz, owed = ws->owed, bound = OWED_MAX * hz;
+	__s64 missed = (__s64)(epoch - ws->epoch) - 1;
+	bool slow = !carry_on;
 
-	if (!carry_on || ws->calibrating || ws->capped || !ws->eligible ||
-	    ws->prob >= D9_PROB_ONE || epoch != ws->epoch + 1)
+	if (slow)
+		bound = OWED_SLOW_MAX * hz;
+	if (ws->calibrating || ws->capped || !ws->eligible || ws->prob >= D9_PROB_ONE ||
+	    missed < 0 || (!slow && missed) || (slow && (missed > OWED_MISSED_MAX || !ws->cpu_sm)))
 		owed = 0;
 	else
-		owed += hz - (__s64)ws->selected;
-	if (owed > OWED_MAX * hz)
-		owed = OWED_MAX * hz;
-	if (owed < -OWED_MAX * hz)
-		owed = -OWED_MAX * hz;
+		owed += hz - (__s64)ws->selected + missed * hz;
+	if (owed > bound)
+		owed = bound;
+	if (owed < -bound)
+		owed = -bound;
 	ws->owed = (__s32)owed;
-	ws->target = (__u32)(hz + (owed >> 1)); /* BPF has no signed division */
+	/* BPF has no signed division */
+	ws->target = (__u32)(hz + (slow ? owed >> 2 : owed >> 1));
 }
 
 /*

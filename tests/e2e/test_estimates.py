@@ -165,7 +165,8 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     """32 busy workers on 2 CPUs (a runtime sized for the host under a container's CPU limit):
     a window of a few ms finds most of them waiting for a CPU. Each worker's p comes from its
     rate per second on the CPU and its CPU time per epoch, so every worker delivers about its
-    budget from the first whole epoch, none left behind, and the counts stay right."""
+    budget from the first whole epoch, none left behind or run ahead, and the counts stay
+    right."""
     hz = 10
     samples, meta, truth = profile(["--cpu-tasks", "64"], 20, workers=32)
     rates, capped, of = delivery(meta)
@@ -190,10 +191,11 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     assert per_epoch.get(first, 0) >= 0.5 * hz, "a ramp: " + desc
     assert 0.9 * hz <= mean <= 1.1 * hz, desc
     # Per worker, an epoch's windows find it on the CPU for a slice or two of ~3 ms, or not
-    # at all, and a worker they miss for most epochs is not made up for: over 12 s one worker
-    # in 32 fell to a quarter of hz in some runs, over 20 s the least sampled stayed at about
-    # half of hz (bench/RESULTS.md). Left behind means far below that.
-    assert min(rates) >= 0.3 * hz, "a worker left behind: " + desc
+    # at all; the epochs that miss it are owed and repaid a quarter at a time (owed_add in
+    # bpf/sampler.bpf.c), so over 20 s each worker stays at 0.74-1.12 of hz (bench/RESULTS.md,
+    # against 0.57-1.37 without): left behind, or run ahead, means well outside that.
+    assert min(rates) >= 0.6 * hz, "a worker left behind: " + desc
+    assert max(rates) <= 1.3 * hz, "a worker run ahead: " + desc
     assert capped <= 0.02 * of, desc
     counted = counted_vs_truth(meta, truth, clean_epochs(meta) & set(truth))
     cpu = counted.get("cpu", 0) / sum(truth[e]["resumes"]["cpu"]
