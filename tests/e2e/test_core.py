@@ -131,7 +131,9 @@ def folded_wrapper_frames_name_the_task():
     _, samples, _, _ = profiled(20, budget=100)
     right, wrong = 0, []
     for s in samples:
-        prefix = "<" + (s.get("future") or "") + " as "
+        if not s.get("future"):
+            continue  # no task type to name the frame by
+        prefix = "<" + s["future"] + " as "
         for n in frame_names(s):
             if n.startswith("<dial9_demo::Counted<") and n.endswith("Future>::poll"):
                 if n.startswith(prefix):

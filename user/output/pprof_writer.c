@@ -30,6 +30,7 @@
 #include "stack_agg.h"
 #include "symbolize.h"
 #include "target.h"
+#include "util_hash.h"
 #include "writer.h"
 
 /* profile.proto field numbers. */
@@ -76,8 +77,8 @@ const struct pprof_sample_type pprof_sample_types[PPROF_NSAMPLE_TYPES] = {
     {"cpu", "nanoseconds"},
 };
 
-/* Pseudo locations (a sample without a stack) are keyed apart from user-space addresses,
- * which never have the top bit set. */
+/* Pseudo locations (a sample without a stack) are keyed apart from frames, whose keys (a hash
+ * of address and name) have the top bit cleared. */
 #define PSEUDO_LOC_KEY (1ULL << 63)
 /* Mapping keys: an index in the symbolizer's maps, or this bit | a module's string id when
  * the address is no longer in the maps (a library unloaded before the end). */
@@ -119,7 +120,7 @@ struct pprof_writer {
 	struct u64_index func_of; /* name string id -> function index */
 	uint32_t *func_name;	  /* function index -> name string id */
 	size_t nfuncs, funcs_cap;
-	struct u64_index loc_of; /* emitted address -> location index */
+	struct u64_index loc_of; /* a frame's key (location_id) -> location index */
 	struct ploc *locs;
 	size_t locs_cap;
 	uint64_t *ids;
@@ -252,9 +253,13 @@ static uint64_t location_id(struct pprof_writer *pw, const struct task_frame *f,
 	struct ploc *l;
 
 	if (f) {
-		/* A return address points after the call; -1 lands on the call's line. */
+		/* A return address points after the call; -1 lands on the call's line. Keyed by
+		 * the name as well: code folded for several functions is named by the sample's
+		 * task (name_folded_frames), so one address can stand for several of them. */
+		uint64_t w[2] = {f->addr, (uintptr_t)f->name};
+
 		addr = depth && f->addr ? f->addr - 1 : f->addr;
-		key = addr & ~PSEUDO_LOC_KEY;
+		key = hash_words(w, 2) & ~PSEUDO_LOC_KEY;
 	} else {
 		addr = 0;
 		key = PSEUDO_LOC_KEY | str_id(pw, pseudo);

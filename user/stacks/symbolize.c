@@ -357,14 +357,15 @@ static int resolve_uncached(struct symbolizer *s, uint64_t addr, struct sym_info
 	return 0;
 }
 
-/* Whether name holds type as a whole type: a generic argument or the type of a trait impl
- * ("<T as ...>", "<T>", "<A, T>"), not the start of a longer name ("app::Foo" in "app::FooBar"). */
+/* Whether name holds type as a whole type: a generic argument, an element of a tuple, array or
+ * slice, or the type of a trait impl ("<T as ...>", "<T>", "<A, T>", "(T,", "[T; 4]"), not part
+ * of a longer name ("app::Foo" in "app::FooBar", "app::Foo::new"). */
 static bool holds_type(const char *name, const char *type)
 {
 	size_t len = strlen(type);
 
 	for (const char *p = strstr(name, type); p && len; p = strstr(p + 1, type))
-		if ((p == name || strchr("< ,&", p[-1])) && strchr(" ,>", p[len]))
+		if (p > name && strchr("<(,[& ", p[-1]) && p[len] && strchr(">),]; ", p[len]))
 			return true;
 	return false;
 }
