@@ -519,6 +519,15 @@ static __always_inline bool expected_by_cpu(__u64 key, const struct d9_worker_st
  * busy worker, on again after two that found every one (user/probes/arming.c, active_workers). */
 __u32 carry_on = 0;
 
+/* Whether the worker was busy up to the epoch before this one (the loader's worker_share, a
+ * running average): the epochs the windows missed it in were busy ones, not idle. */
+static __always_inline bool busy_until(__u64 key, __u64 epoch)
+{
+	struct d9_worker_share *s = bpf_map_lookup_elem(&worker_share, &key);
+
+	return s && s->cpu_ns >= D9_ACTIVE_CPU_NS && s->epoch + 1 >= epoch;
+}
+
 /* What a worker may owe or be owed, in epochs' worth of hz (owed_add); and, while windows miss
  * some workers, the epochs it may go unseen and still owe them. */
 #define OWED_MAX 2
@@ -538,13 +547,13 @@ __u32 carry_on = 0;
  * Where workers outnumber CPUs the windows miss some workers in some epochs, and p is set so
  * that a worker selects hz on average over the epochs that find it and those that miss it
  * (expected_by_cpu): it selects well over hz in the first kind and nothing in the second. Then
- * an epoch it was missed in (up to OWED_MISSED_MAX of them, while its CPU time is followed)
+ * an epoch it was missed in (up to OWED_MISSED_MAX of them, while it was busy: busy_until)
  * owes hz, and a quarter is repaid each epoch, bounded by OWED_SLOW_MAX x hz: halves would
  * chase each miss with an overshoot. Without it, which epochs' windows happened to find a
  * worker left single workers at half or one and a half of hz over a run (bench/RESULTS.md).
  * Fixed before the epoch's draws: weights stay exact.
  */
-static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
+static __always_inline void owed_add(__u64 key, struct d9_worker_state *ws, __u64 epoch)
 {
 	__s64 hz = (__s64)per_worker_hz, owed = ws->owed, bound = OWED_MAX * hz;
 	__s64 missed = (__s64)(epoch - ws->epoch) - 1;
@@ -553,7 +562,8 @@ static __always_inline void owed_add(struct d9_worker_state *ws, __u64 epoch)
 	if (slow)
 		bound = OWED_SLOW_MAX * hz;
 	if (ws->calibrating || ws->capped || !ws->eligible || ws->prob >= D9_PROB_ONE ||
-	    missed < 0 || (!slow && missed) || (slow && (missed > OWED_MISSED_MAX || !ws->cpu_sm)))
+	    missed < 0 ||
+	    (missed && (!slow || missed > OWED_MISSED_MAX || !busy_until(key, epoch))))
 		owed = 0;
 	else
 		owed += hz - (__s64)ws->selected + missed * hz;
@@ -579,7 +589,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	bool consecutive = epoch == ws->epoch + 1;
 
 	emit_epoch(key, ws);
-	owed_add(ws, epoch);
+	owed_add(key, ws, epoch);
 	/* A block drawn at the last epoch's p would hold this one to it: cut it. Where a block
 	 * ends does not depend on its pick, so each of its transitions still had 1/L. */
 	ws->blk_left = 0;

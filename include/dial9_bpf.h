@@ -286,6 +286,9 @@ struct d9_core_time {
 	__u64 worker; /* the worker key it ran at its last tick: its time goes there */
 };
 
+/* A worker with this much CPU time a second is one the windows are sized to sample. */
+#define D9_ACTIVE_CPU_NS 1000000ULL
+
 /* A worker's time on the CPU while running it per epoch, averaged over epochs: the loader
  * writes it at each epoch's boundary, from the map worker_ns, before the next epoch's windows
  * (user/probes/arming.c). */

@@ -58,8 +58,6 @@
 /* The least span that gives a worker's CPU time per second (its first figure). */
 #define FIRST_SPAN_MIN_NS (NSEC / 10)
 #define REBASE_MIN_NS (FIRST_SPAN_MIN_NS + NSEC / 20)
-/* A worker with this much CPU time in an epoch is one the windows are sized to sample. */
-#define ACTIVE_CPU_NS 1000000ULL
 #define COST_MIN_DH 0.3
 #define COST_MAX_REL_SE 0.2
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
@@ -1057,7 +1055,7 @@ static uint32_t write_shares(struct arming *a, uint64_t epoch)
 			old = (struct d9_worker_share){0};
 		if (!share_of(&v, &old, now, epoch, &s))
 			continue;
-		busy += s.cpu_ns >= ACTIVE_CPU_NS;
+		busy += s.cpu_ns >= D9_ACTIVE_CPU_NS;
 		if (bpf_map_update_elem(sfd, &key, &s, BPF_ANY) && a->verbose)
 			fprintf(stderr, "dial9-bpf: failed to write a worker's CPU time: %s\n",
 				strerror(errno));

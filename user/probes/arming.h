@@ -96,7 +96,7 @@ struct arming {
 	struct arming_tid_cpu *cpu_now, *cpu_prev;
 	size_t ncpu_prev;
 	bool cpu_prev_whole;
-	/* Workers with ACTIVE_CPU_NS or more of it in the last epoch (write_shares). */
+	/* Workers with D9_ACTIVE_CPU_NS or more of it in the last epoch (write_shares). */
 	uint32_t busy_workers;
 	/* Epochs in a row whose windows found every busy worker (active_workers). */
 	uint32_t all_seen;
