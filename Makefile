@@ -130,8 +130,8 @@ demo: deps
 
 unit: $(UNIT_BINS)
 
-# The Tokio release matrix builds with the rest: each of its cargo builds compiles one crate
-# after another, so two at a time keep both cores busy.
+# The Tokio release matrix builds with the rest: each of its cargo builds ends in a chain of
+# crates that build one after another, and two builds at a time keep both cores busy.
 test: deps
 	$(MAKE) -j$(shell nproc) all demo-bin unit fuzz-regress tokio-matrix
 	tests/run-tests.sh

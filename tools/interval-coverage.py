@@ -135,6 +135,8 @@ def main():
             rows = profile_spans(d, n, secs, extra)
     finally:
         d.stop()
+    if not rows:
+        sys.exit("interval-coverage: no span with 2 clean epochs or more")
     for kind in [k + c for k in KINDS for c in ("", " counted")]:
         inside = sum(1 for r in rows if abs(r[kind][0] - r[kind][2]) <= r[kind][1])
         ratios = sorted(r[kind][0] / r[kind][2] for r in rows if r[kind][2])

@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <stdbool.h>
 #include "report.h"
 
 /* Two workers at 50 Hz: worker 0 has three usable epochs (101..103; 100 calibrates, 104 is

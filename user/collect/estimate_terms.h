@@ -6,8 +6,9 @@
  * (epoch, future), so that runs, or any set of epochs, can be combined: add the terms and the
  * window counts, and Var = m / (m - 1) x (sum z^2 - (sum z)^2 / m).
  *
- * Counts carry one term more, edge_sq: each window's count, an integer, taken as uncertain by
- * one resume either way at the window's edges (variance 1/4 in counts, the most a periodic
+ * Counts carry one term more, edge_sq: each count of a window (one per worker and kind of
+ * resume, each its own stream), an integer, taken as uncertain by one resume either way at the
+ * window's edges (variance 1/4 in counts, the most a periodic
  * stream's count in a window of random phase has), over its inclusion probability squared.
  * The gates open just after a tick of the kernel's clock, and a runtime's timers keep a phase
  * to it, so work on a timer is counted alike in every window: the windows' spread is then
