@@ -603,7 +603,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 		__u64 covered = (epoch * D9_NSEC_PER_SEC) - ws->first_ns;
 
 		if (covered <= D9_NSEC_PER_SEC / 100)
-			recalibrate = true;
+			recalibrate = duty == D9_PROB_ONE; /* every poll probed in this one too */
 		else if (covered < D9_NSEC_PER_SEC)
 			prev = prev * D9_NSEC_PER_SEC / covered;
 	}
