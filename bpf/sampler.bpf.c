@@ -586,7 +586,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 				       __u64 duty)
 {
 	__u64 prev = ws->eligible;
-	bool consecutive = epoch == ws->epoch + 1, recalibrate = false;
+	bool consecutive = epoch == ws->epoch + 1;
 
 	emit_epoch(key, ws);
 	owed_add(key, ws, epoch);
@@ -594,17 +594,16 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	 * ends does not depend on its pick, so each of its transitions still had 1/L. */
 	ws->blk_left = 0;
 	/* The calibrating epoch began when the worker was first seen, mid-second: scale its
-	 * count to a whole second, or the next epoch selects up to twice its budget. Not with
-	 * windows: the worker was first seen in a window, and windows cover the rest. Under
-	 * 10 ms it holds too few transitions to scale (a worker first seen 8 ms before the
-	 * second's end drew at 0.3 where a second needed 0.002, and its next epoch was capped):
-	 * the next epoch, a whole one, calibrates again. */
+	 * count to a whole second, or the next epoch selects up to twice its budget. However
+	 * short the part it covered: unscaled, the few transitions of a worker first seen just
+	 * before the second's end set the next epoch's p at a hundred times what a second
+	 * needs, and the cap cut it; scaled, a short part's noise moves p either way, and a p
+	 * too low only selects less for one epoch. Not with windows: the worker was first seen
+	 * in a window, and windows cover the rest. */
 	if (ws->calibrating && consecutive && prev > 0 && ws->duty == D9_PROB_ONE) {
 		__u64 covered = (epoch * D9_NSEC_PER_SEC) - ws->first_ns;
 
-		if (covered <= D9_NSEC_PER_SEC / 100)
-			recalibrate = duty == D9_PROB_ONE; /* every poll probed in this one too */
-		else if (covered < D9_NSEC_PER_SEC)
+		if (covered > 0 && covered < D9_NSEC_PER_SEC)
 			prev = prev * D9_NSEC_PER_SEC / covered;
 	}
 	/* Windows: an epoch's count is seen through a few short windows, whose duty the loader
@@ -652,11 +651,7 @@ static __always_inline void epoch_roll(__u64 key, struct d9_worker_state *ws, __
 	ws->selected = 0;
 	ws->refused = 0;
 	ws->capped = 0;
-	ws->calibrating = recalibrate;
-	if (recalibrate) {
-		ws->prob = 0;
-		ws->first_ns = epoch * D9_NSEC_PER_SEC;
-	}
+	ws->calibrating = 0;
 	__builtin_memset(&ws->gate, 0, sizeof(ws->gate));
 }
 
