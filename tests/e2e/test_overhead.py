@@ -168,30 +168,32 @@ def windows_sized_by_samples_at_99hz():
     meta = hot_runs()["meta99"]
     epochs = meta["overhead"]["epochs"][2:]  # past the first windows, sized before any count
     by_samples = [e for e in epochs if e["duty_limit"] == "samples"]
-    if not by_samples:
-        # Where a hit costs several us (traps of ~6 us on some machines, ~0.6 us on others),
-        # the budget cannot pay for 99 samples per worker-second: then the windows must keep
-        # to the budget, which is all that can be asked.
-        # The epochs' own estimates, past the first two: the run's whole figure also holds
-        # the first windows, which put in every probe while the tool's caches warm up and
-        # which the plan leaves unpaid by design (docs/design.md, "Planning the duty"); on a
-        # 7 s run that start is a large share.
-        est = sum(e["est_overhead_pct"] for e in epochs) / len(epochs)
-        whole = meta["overhead"]["est_overhead_pct"]
-        hit = meta["overhead"]["probe_hit_cost_ns"]["per_hit"]
-        assert hit > 3000, f"every epoch's duty set by the budget with {hit} ns hits: " \
-            f"{[e['duty'] for e in epochs]}"
-        assert est <= 1.25, f"budget-bound windows cost {est:.2f}% an epoch (budget 1%): " \
-            f"{[e['est_overhead_pct'] for e in epochs]}"
-        return (f"budget-bound at 99 Hz with {hit} ns hits: estimated cost {est:.2f}% an "
-                f"epoch past the first two, {whole:.2f}% over the run")
     # What the windows deliver when the samples size them (epochs the budget bound, during the
     # duty's ramp from its floor, deliver less by design).
     sized = {e["epoch"] for e in by_samples}
     whole = [e for w in meta["workers"] for e in w["epochs"]
              if e["complete"] and not e["calibrating"] and not e["capped"]
              and e["epoch"] in sized]
-    assert len(whole) >= 2, f"only {len(whole)} whole uncapped worker-epochs sized by samples"
+    if len(whole) < 2:
+        # Where a hit costs several us (traps of ~6 us on some machines, ~0.6 us on others),
+        # the budget cannot pay for 99 samples per worker-second: then the windows must keep
+        # to the budget, which is all that can be asked. The samples may still size an epoch
+        # now and then, where the budget's duty came out high; too few to judge them by.
+        # The epochs' own estimates, past the first two: the run's whole figure also holds
+        # the first windows, which put in every probe while the tool's caches warm up and
+        # which the plan leaves unpaid by design (docs/design.md, "Planning the duty"); on a
+        # 7 s run that start is a large share.
+        est = sum(e["est_overhead_pct"] for e in epochs) / len(epochs)
+        whole_pct = meta["overhead"]["est_overhead_pct"]
+        hit = meta["overhead"]["probe_hit_cost_ns"]["per_hit"]
+        assert hit > 3000, f"{len(by_samples)} epochs' duty set by the samples, " \
+            f"{len(whole)} of them whole and uncapped, with {hit} ns hits: " \
+            f"{[e['duty'] for e in epochs]}"
+        assert est <= 1.25, f"budget-bound windows cost {est:.2f}% an epoch (budget 1%): " \
+            f"{[e['est_overhead_pct'] for e in epochs]}"
+        return (f"budget-bound at 99 Hz with {hit} ns hits ({len(by_samples)} epochs sized by "
+                f"the samples): estimated cost {est:.2f}% an epoch past the first two, "
+                f"{whole_pct:.2f}% over the run")
     sel = sum(e["selected"] for e in whole) / len(whole)
     elig = sum(e["eligible"] for e in whole) / len(whole)
     # The median: one epoch whose window caught a worker descheduled (38 transitions instead
