@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The in-window slowdown factor and how sensitive it is to the measured cost of a hit; the
- * flushes that cut --rotate folders on epoch boundaries. */
+ * flushes that cut --rotate folders on epoch boundaries; the samples a worker-second the exit
+ * summary reports. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -146,6 +147,37 @@ static void test_flush_stops_at_the_folder_end(void **state)
 	collector_free(&c);
 }
 
+/* Two workers over epochs 10-13: one seen in every epoch, one in two of them (the windows
+ * missed it in the others, which count as none); epochs before the first asked for, or that
+ * rotation dropped, are not in the span. */
+static void test_delivery_counts_missed_epochs_as_none(void **state)
+{
+	struct epoch_stat a[] = {{.epoch = 9, .selected = 40},
+				 {.epoch = 10, .selected = 10},
+				 {.epoch = 11, .selected = 8},
+				 {.epoch = 12, .selected = 12},
+				 {.epoch = 13, .selected = 10}};
+	struct epoch_stat b[] = {{.epoch = 11, .selected = 20}, {.epoch = 13, .selected = 4}};
+	struct worker_info w[2] = {{.epochs = a, .nepochs = 5}, {.epochs = b, .nepochs = 2}};
+	struct collector c = {.workers = w, .nworkers = 2};
+	double mean, least;
+
+	(void)state;
+	assert_true(collector_delivery(&c, 10, 13, &mean, &least));
+	assert_true(fabs(least - 6.0) < 1e-9);
+	assert_true(fabs(mean - (10.0 + 6.0) / 2) < 1e-9);
+	/* Rotation kept epochs 12 on: the span starts there. */
+	w[0].epochs = a + 3;
+	w[0].nepochs = 2;
+	w[1].epochs = b + 1;
+	w[1].nepochs = 1;
+	assert_false(collector_delivery(&c, 10, 13, &mean, &least));
+	assert_true(collector_delivery(&c, 10, 14, &mean, &least));
+	assert_true(fabs(mean - ((22.0 / 3 + 4.0 / 3) / 2)) < 1e-9);
+	c.nworkers = 0;
+	assert_false(collector_delivery(&c, 10, 14, &mean, &least));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -154,6 +186,7 @@ int main(void)
 	    cmocka_unit_test(test_floored_is_undefined),
 	    cmocka_unit_test(test_captures_are_lost_time),
 	    cmocka_unit_test(test_flush_stops_at_the_folder_end),
+	    cmocka_unit_test(test_delivery_counts_missed_epochs_as_none),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -278,6 +278,54 @@ double collector_sensitivity_median(const struct collector *c)
 	return m;
 }
 
+/* The earliest of the epochs from first on that any worker's record still holds (rotation
+ * drops the older ones). */
+static uint64_t first_held_epoch(const struct collector *c, uint64_t first)
+{
+	uint64_t from = UINT64_MAX;
+
+	for (size_t i = 0; i < c->nworkers; i++)
+		for (size_t j = 0; j < c->workers[i].nepochs; j++) {
+			uint64_t e = c->workers[i].epochs[j].epoch;
+
+			if (e >= first && e < from)
+				from = e;
+		}
+	return from;
+}
+
+bool collector_delivery(const struct collector *c, uint64_t first, uint64_t last, double *mean,
+			double *least)
+{
+	uint64_t from = first_held_epoch(c, first);
+	double sum = 0;
+	size_t n = 0;
+
+	if (from == UINT64_MAX || last < from + 2)
+		return false;
+	*least = HUGE_VAL;
+	for (size_t i = 0; i < c->nworkers; i++) {
+		const struct worker_info *w = &c->workers[i];
+		uint64_t sel = 0;
+		bool seen = false;
+		double r;
+
+		for (size_t j = 0; j < w->nepochs; j++)
+			if (w->epochs[j].epoch >= from && w->epochs[j].epoch <= last) {
+				sel += w->epochs[j].selected;
+				seen = true;
+			}
+		if (!seen)
+			continue;
+		r = (double)sel / (double)(last - from + 1);
+		sum += r;
+		n++;
+		*least = r < *least ? r : *least;
+	}
+	*mean = n ? sum / (double)n : 0;
+	return n > 0;
+}
+
 static void set_epoch(struct epoch_stat *e, uint64_t eligible, uint64_t selected, uint64_t refused,
 		      uint64_t prob, bool capped, bool calibrating, bool open)
 {

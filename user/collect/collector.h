@@ -190,5 +190,10 @@ double collector_slowdown_sensitivity(const struct d9_gate_time *g, double hit_c
 /* The median of it over the worker-epochs whose windows saw hits (floored ones count as
  * infinite); 0 when there are none. */
 double collector_sensitivity_median(const struct collector *c);
+/* Samples a worker-second over the whole epochs first..last that the collector still holds,
+ * an epoch the windows missed a worker in counting as none, over the workers that sampled:
+ * their mean and the least. False with fewer than 3 such epochs or no such worker. */
+bool collector_delivery(const struct collector *c, uint64_t first, uint64_t last, double *mean,
+			double *least);
 
 #endif

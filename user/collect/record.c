@@ -70,6 +70,8 @@
  * idle loader wakes as seldom as the run's end and the status line allow. */
 #define RB_PERIOD_MS 100
 #define RB_IDLE_PERIOD_MS 1000
+/* Under this share of --per-worker-hz a worker-second, the exit summary says why. */
+#define DELIVERY_NOTE_SHARE 0.8
 
 static volatile sig_atomic_t exiting;
 static bool libbpf_verbose;
@@ -234,6 +236,55 @@ static void print_overhead(struct arming *a, const struct options *o, const stru
 			"of tasks that yield are only as good as the hit cost (1%% off moves their "
 			"weights by %s%.0f%%); --overhead-budget 100 counts them exactly\n",
 			isfinite(sens) ? "" : ">", isfinite(sens) ? sens : 100.0);
+}
+
+/* Epochs from first to last whose duty the budget set (not the samples' need, nor always
+ * armed). */
+static uint32_t budget_bound_epochs(struct arming *a, uint64_t first, uint64_t last, uint32_t *of)
+{
+	uint32_t n = 0;
+
+	*of = 0;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->nlog; i++) {
+		if (a->log[i].epoch < first || a->log[i].epoch > last)
+			continue;
+		(*of)++;
+		n += a->log[i].duty < 1.0 && !a->log[i].by_samples;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}
+
+/*
+ * The exit summary's delivery line, where the workers got well under --per-worker-hz while the
+ * budget bounded the windows: with traps of several us, or many more workers than CPUs, the
+ * windows a budget pays for hold fewer of a worker's polls than it has samples to take, and p
+ * = 1 takes all there are. Weights stay exact, so the estimates hold, but they are wider than
+ * the rate asked for suggests, and a user who asked for it should hear why.
+ */
+static void print_delivery(struct arming *a, const struct options *o, const struct collector *c,
+			   const struct run_summary *r)
+{
+	uint64_t first = r->started_ns / D9_NSEC_PER_SEC + 1,
+		 last = r->stopped_ns / D9_NSEC_PER_SEC;
+	double mean, least;
+	uint32_t bound, of;
+
+	if (o->overhead_budget >= 100 || last < first + 1 ||
+	    !collector_delivery(c, first, last - 1, &mean, &least) ||
+	    mean >= DELIVERY_NOTE_SHARE * (double)o->per_worker_hz)
+		return;
+	bound = budget_bound_epochs(a, first, last - 1, &of);
+	if (2 * bound < of)
+		return;
+	fprintf(stderr,
+		"dial9-bpf: note: the workers got %.1f samples a second of the %" PRIu64
+		" asked (the least %.1f): the windows a %g%% budget pays for, at %.1f us a probe "
+		"hit, held too few of their polls; weights stay exact and the estimates wider; a "
+		"larger --overhead-budget gives more\n",
+		mean, (uint64_t)o->per_worker_hz, least, o->overhead_budget,
+		arming_hit_cost_ns(a) / 1e3);
 }
 
 static bool target_gone(int pidfd, int pid)
@@ -737,6 +788,7 @@ static void print_summary(struct record *r)
 		r->col.with_stack_earlier + r->col.samples_with_stack, run->counters[D9_CNT_POLLS],
 		run->counters[D9_CNT_RB_DROPS], o->output_dir);
 	print_overhead(&r->arm, o, &r->col, run);
+	print_delivery(&r->arm, o, &r->col, run);
 }
 
 /* Sends what is pending (a bounded wait) and closes the pusher; 0 or 1. */
