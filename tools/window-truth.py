@@ -10,7 +10,9 @@ attach (from the attach's start to the gate) and in the 20 ms after each gate (t
 out), each over its mean rate across the run; then the tool's estimate from the in-window
 counts over the truth (clean epochs). A gate ratio under 1 says the windows slow that task
 down, and the counts, made inside the gates, see that slower rate: the estimate then reads as
-low as the gate ratio. Root.
+low as the gate ratio. A second table splits the same rates by time from the gate's opening
+(the 2 ms before it are the attach's end): where an attach stalls the target, the work it held
+up runs in the gate's first milliseconds and is counted there. Root.
 """
 import bisect
 import json
@@ -26,6 +28,8 @@ from harness import DEMO_FP, TOOL, clean_epochs, counted_by_fn, read_metadata  #
 
 WINDOW = re.compile(r"window: (\w+), attach from (\d+), gate (\d+)-(\d+) ns")
 AFTER_NS = 20_000_000
+# Spans from the gate's opening, in ms; a span past a window's gate counts only up to it.
+BINS_MS = ((-2, -1), (-1, 0), (0, 1), (1, 2), (2, 4), (4, 8), (8, 16))
 
 
 def run(workers, secs, demo_args, tmp):
@@ -77,6 +81,26 @@ def ratios(ts, windows):
             ratio([(g1, g1 + AFTER_NS) for _, _, g1 in windows]))
 
 
+def by_gate_time(ts, windows):
+    """The rate of the sorted times ts in each of BINS_MS from the gates' openings, over their
+    mean rate from the first attach to the last gate's end; None where no window reaches."""
+    def count(a, b):
+        return bisect.bisect_left(ts, b) - bisect.bisect_left(ts, a)
+    mean = count(windows[0][0], windows[-1][2]) / (windows[-1][2] - windows[0][0])
+    out = []
+    for lo, hi in BINS_MS:
+        n = length = 0
+        for _, g0, g1 in windows:
+            a, b = g0 + lo * 1_000_000, g0 + hi * 1_000_000
+            if lo >= 0:
+                b = min(b, g1)
+            if b > a:
+                n += count(a, b)
+                length += b - a
+        out.append(n / (mean * length) if mean and length else None)
+    return out
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -100,6 +124,13 @@ def main():
         est, real = counted.get(fn, (0, 0))
         print(f"{fn:24s} {len(ts) / (secs + 6):9.0f} {gate:5.2f} {attach:6.2f} {after:5.2f} "
               f"{est / real if real else 0:7.2f}")
+    print("\nrate over the mean, by ms from the gate's opening")
+    print(f"{'async fn':24s} " + " ".join(f"{f'{lo}..{hi}':>6s}" for lo, hi in BINS_MS))
+    for fn, ts in sorted(times.items()):
+        if len(ts) < 100 * secs:
+            continue
+        print(f"{fn:24s} " + " ".join("     -" if r is None else f"{r:6.2f}"
+                                      for r in by_gate_time(ts, windows)))
 
 
 if __name__ == "__main__":
