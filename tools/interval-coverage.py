@@ -57,23 +57,26 @@ def interval(samples, m, kind):
 
 def interval_counted(meta, epochs, m, kind):
     """The same from the in-window counts (count_terms): each (epoch, type) cell carries the
-    sum and sum of squares of its windows' totals, and the counts' edge terms (added as they
-    are). A kind of several types is one window's total where its epoch had one window;
-    otherwise their squares add apart, leaving out the cross terms of a window that saw
-    both."""
+    sum and sum of squares of its windows' totals, the counts' edge terms (added as they
+    are) and their part that moves with the hit's price (price_z: summed, then scaled by the
+    price's relative standard error and squared). A kind of several types is one window's
+    total where its epoch had one window; otherwise their squares add apart, leaving out the
+    cross terms of a window that saw both."""
     one = {e["epoch"] for e in meta["overhead"]["epochs"] if e["windows"] == 1}
-    total = sq = edge = 0.0
+    total = sq = edge = price = 0.0
     single = {}
     for c in meta.get("count_terms") or []:
         if c["epoch"] not in epochs or future_kind(c["future"]) != kind:
             continue
         total += c["sum"]
         edge += c.get("edge_sq", 0)
+        price += c.get("price_z", 0)
         if c["epoch"] in one:
             single[c["epoch"]] = single.get(c["epoch"], 0) + c["sum"]
         else:
             sq += c["sum_sq"]
     sq += sum(z * z for z in single.values())
+    edge += (price * meta["overhead"]["probe_hit_cost_ns"].get("per_hit_rel_se", 0)) ** 2
     if m < 2:
         return total, math.nan
     return total, t975(m - 1) * math.sqrt(max(m / (m - 1) * (sq - total * total / m), 0) + edge)

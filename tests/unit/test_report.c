@@ -246,21 +246,25 @@ static void test_by_task_type(void **state)
 
 /* META with four windows and the count terms of one type counted 16 times in each window of
  * 4 ms (p = 0.004, z = 4000): every window alike, so only the counts' edges give the interval
- * a width, 0.25 / 0.004^2 = 15625 each. */
-static char *counted_meta(bool edges)
+ * a width, 0.25 / 0.004^2 = 15625 each; with `price`, each epoch's estimate moves by 1000 per
+ * unit of the hit price's relative error, which has a standard error of 0.1. */
+static char *counted_meta(bool edges, bool price)
 {
 	static char buf[sizeof(META) + 1024];
 	size_t n = strlen(META) - 2; /* before the closing "}\n" */
-	char cell[160];
+	char cell[256];
 
 	memcpy(buf, META, n);
 	buf[n] = 0;
-	strcat(buf, ",\n \"overhead\": {\"windows\": 4},\n \"count_terms\": [");
+	strcat(buf, price ? ",\n \"overhead\": {\"windows\": 4, \"probe_hit_cost_ns\": "
+			    "{\"per_hit_rel_se\": 0.1}},\n \"count_terms\": ["
+			  : ",\n \"overhead\": {\"windows\": 4},\n \"count_terms\": [");
 	for (int e = 101; e <= 104; e++) {
 		snprintf(cell, sizeof(cell),
 			 "%s{\"epoch\": %d, \"future\": \"app::tick::{{closure}}\", "
-			 "\"windows_drawn\": 1, \"sum\": 4000, \"sum_sq\": 16000000%s}",
-			 e > 101 ? ", " : "", e, edges ? ", \"edge_sq\": 15625" : "");
+			 "\"windows_drawn\": 1, \"sum\": 4000, \"sum_sq\": 16000000%s%s}",
+			 e > 101 ? ", " : "", e, edges ? ", \"edge_sq\": 15625" : "",
+			 price ? ", \"price_z\": 1000" : "");
 		strcat(buf, cell);
 	}
 	strcat(buf, "]}\n");
@@ -274,7 +278,7 @@ static void test_counted_interval_edges(void **state)
 
 	(void)state;
 	/* Var = 4/3 x (4 x 4000^2 - 16000^2 / 4) + 4 x 15625 = 250^2: +-t(3) x 250. */
-	r = with_meta_text(counted_meta(true), 0);
+	r = with_meta_text(counted_meta(true, false), 0);
 	text = printed(r);
 	assert_contains(text,
 			"  100.0%         16000        796             0        0.000        0"
@@ -282,9 +286,16 @@ static void test_counted_interval_edges(void **state)
 	free(text);
 	report_free(r);
 	/* Files from before edge_sq: the windows' spread alone. */
-	r = with_meta_text(counted_meta(false), 0);
+	r = with_meta_text(counted_meta(false, false), 0);
 	text = printed(r);
 	assert_contains(text, "         16000          0");
+	free(text);
+	report_free(r);
+	/* The price's part moves all four epochs together: (4 x 1000 x 0.1)^2 = 400^2 more, so
+	 * +-t(3) x sqrt(250^2 + 400^2). */
+	r = with_meta_text(counted_meta(true, true), 0);
+	text = printed(r);
+	assert_contains(text, "         16000       1501");
 	free(text);
 	report_free(r);
 }

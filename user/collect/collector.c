@@ -686,18 +686,30 @@ size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 }
 
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
-			       uint32_t flags, bool *capped)
+			       uint32_t flags, bool *capped, double *elasticity)
 {
 	struct d9_gate_time gate;
-	double slowdown;
+	double slowdown, f, e;
 
 	epoch_view(c, w, epoch, capped, &slowdown, &gate);
+	if (elasticity)
+		*elasticity = 0;
 	if (!(flags & D9_SF_WINDOWED))
 		return 1.0;
-	if (flags & D9_SF_AFTER_YIELD)
+	if (flags & D9_SF_AFTER_YIELD) {
+		e = collector_slowdown_sensitivity(&gate, c->hit_cost_ns);
+		if (elasticity && isfinite(e))
+			*elasticity = e;
 		return slowdown;
-	if (flags & D9_SF_WOKEN_BY_TASK)
-		return collector_woken_factor(w, &gate, c->hit_cost_ns);
+	}
+	if (flags & D9_SF_WOKEN_BY_TASK) {
+		f = collector_woken_factor(w, &gate, c->hit_cost_ns);
+		/* f = 1 - (hits x cost + captures) / cycle: 1/f grows by (1 - f) / f per unit of
+		 * the cost's relative error (less the captures' part, left in: an upper bound). */
+		if (elasticity && f > SLOWDOWN_FLOOR && f < 1)
+			*elasticity = (1 - f) / f;
+		return f;
+	}
 	return 1.0;
 }
 
@@ -775,7 +787,7 @@ static void sample_weights(struct collector *c, const struct d9_sample *s, struc
 
 	if (duty > 0 && duty < 1)
 		p = p / duty * collector_window_prob(c, s->epoch, s->flags, duty);
-	ts->prob = p * collector_resume_factor(c, w, s->epoch, s->flags, &capped);
+	ts->prob = p * collector_resume_factor(c, w, s->epoch, s->flags, &capped, NULL);
 	if (!(ts->prob > 0))
 		ts->prob = 1.0 / (double)D9_PROB_ONE; /* never divide by zero below */
 	ts->capped = (s->flags & D9_SF_CAPPED) || capped;

@@ -159,9 +159,11 @@ double collector_woken_factor(const struct worker_info *w, const struct d9_gate_
 			      double hit_cost_ns);
 /* What the in-window correction multiplies a resume's inclusion probability by, for a resume
  * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch;
- * *capped: whether the cap refused a selection in that worker-epoch. */
+ * *capped: whether the cap refused a selection in that worker-epoch; *elasticity (if not NULL):
+ * by how many % a 1% error in the hit's cost moves the weight 1 / factor (0: not at all, or
+ * the factor is at its floor). */
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
-			       uint32_t flags, bool *capped);
+			       uint32_t flags, bool *capped, double *elasticity);
 /* The share of the workers' CPU time in epoch that its windows covered, as the target would
  * have run it without probes; 0 when not known. */
 double collector_yield_coverage(struct collector *c, uint64_t epoch);

@@ -17,7 +17,7 @@ static bool same_cell(const struct est_cell *c, uint64_t epoch, const char *futu
 }
 
 static int add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window, double w,
-	       double edge)
+	       double edge, double price)
 {
 	size_t i = t->n, stop = t->n > RECENT ? t->n - RECENT : 0;
 
@@ -28,6 +28,7 @@ static int add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t
 			t->cells[i].sq += window ? 0 : w * w;
 			t->cells[i].draws++;
 			t->cells[i].edge += edge;
+			t->cells[i].price += price;
 			return 0;
 		}
 	if (t->n == t->cap) {
@@ -39,21 +40,23 @@ static int add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t
 		t->cells = c;
 		t->cap = cap;
 	}
-	t->cells[t->n++] = (struct est_cell){epoch, future, window, w, window ? 0 : w * w, 1, edge};
+	t->cells[t->n++] =
+	    (struct est_cell){epoch, future, window, w, window ? 0 : w * w, 1, edge, price};
 	return 0;
 }
 
 int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
 		  double w)
 {
-	return add(t, epoch, future, window, w, 0);
+	return add(t, epoch, future, window, w, 0, 0);
 }
 
 int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
-			double n, double p)
+			double n, double p, double elasticity)
 {
 	/* Always armed (window 0), every resume is counted: no edges. */
-	return add(t, epoch, future, window, n / p, window ? 0.25 / (p * p) : 0);
+	return add(t, epoch, future, window, n / p, window ? 0.25 / (p * p) : 0,
+		   n / p * elasticity);
 }
 
 static int by_epoch_future(const void *a, const void *b)
@@ -81,7 +84,7 @@ void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f)
 	fputc('[', f);
 	while (i < t->n) {
 		const struct est_cell *g = &v[i];
-		double sum = 0, sq = 0, edge = 0;
+		double sum = 0, sq = 0, edge = 0, price = 0;
 		size_t n = 0;
 
 		for (; i < t->n && !by_epoch_future(&v[i], g); i++) {
@@ -89,6 +92,7 @@ void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f)
 			sq += v[i].window ? v[i].z * v[i].z : v[i].sq;
 			n += v[i].window ? 1 : v[i].draws;
 			edge += v[i].edge;
+			price += v[i].price;
 		}
 		fprintf(f, "%s\n    {\"epoch\": %" PRIu64 ", \"future\": ", groups++ ? "," : "",
 			g->epoch);
@@ -98,7 +102,7 @@ void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f)
 			fputs("null", f);
 		fprintf(f, ", \"windows_drawn\": %zu, \"sum\": %.0f, \"sum_sq\": %.0f", n, sum, sq);
 		if (counts)
-			fprintf(f, ", \"edge_sq\": %.0f", edge);
+			fprintf(f, ", \"edge_sq\": %.0f, \"price_z\": %.0f", edge, price);
 		fputc('}', f);
 	}
 	fputs(groups ? "\n  ]" : "]", f);

@@ -13,6 +13,12 @@
  * The gates open just after a tick of the kernel's clock, and a runtime's timers keep a phase
  * to it, so work on a timer is counted alike in every window: the windows' spread is then
  * zero while an epoch's truth is not. The term is added to Var as it is.
+ *
+ * And price_z: the sum of each count's estimate times its elasticity to the price of a probe
+ * hit (collector_resume_factor), which scales the counts of tasks the probes slow. An error in
+ * that price moves every epoch's estimate the same way, so the price's part of the variance is
+ * (sum of price_z over the epochs combined x the price's relative standard error)^2, not a sum
+ * over epochs: the price's error is the run's (overhead.probe_hit_cost_ns.per_hit_rel_se).
  */
 #ifndef D9_ESTIMATE_TERMS_H
 #define D9_ESTIMATE_TERMS_H
@@ -31,7 +37,8 @@ struct est_cell {
 	 * samples keeps one cell per epoch and type, not one per sample. */
 	double sq;
 	uint64_t draws;
-	double edge; /* counts only: sum of (1/2 / p)^2 over the counts added */
+	double edge;  /* counts only: sum of (1/2 / p)^2 over the counts added */
+	double price; /* counts only: sum of n / p x elasticity to the hit's price */
 };
 
 struct est_terms {
@@ -42,13 +49,13 @@ struct est_terms {
 /* Adds a sample's weight to its window's total. Returns 0 or -ENOMEM. */
 int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
 		  double w);
-/* Adds a count n (>= 1) of inclusion probability p to its window's total, and its edge term.
- * Returns 0 or -ENOMEM. */
+/* Adds a count n (>= 1) of inclusion probability p to its window's total, and its edge and
+ * price terms (elasticity: of 1 / p to the hit's price). Returns 0 or -ENOMEM. */
 int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
-			double n, double p);
+			double n, double p, double elasticity);
 /* Writes [{"epoch": E, "future": F, "windows_drawn": n, "sum": s, "sum_sq": q}, ...] sorted
  * by epoch and future (windows that drew nothing of F are left out: they add 0 to both), with
- * "edge_sq" too for the terms of counts (`counts`). */
+ * "edge_sq" and "price_z" too for the terms of counts (`counts`). */
 void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f);
 void est_terms_free(struct est_terms *t);
 

@@ -537,6 +537,16 @@ double arming_hit_cost_ns_locked(const struct arming *a)
 	return a->target_hit_ns > 0 ? a->target_hit_ns : a->cost.entry_ns + a->bpf_run_ns;
 }
 
+/* How far the calibration may be from a hit's price in the target, as a relative standard
+ * error: in-target prices have come out at 1.0-1.5 times it (bench/RESULTS.md, "What a probe
+ * hit costs"). */
+#define CALIB_REL_SE 0.25
+
+double arming_hit_cost_rel_se_locked(const struct arming *a)
+{
+	return a->target_hit_ns > 0 ? a->target_hit_se / a->target_hit_ns : CALIB_REL_SE;
+}
+
 double arming_hit_cost_ns(struct arming *a)
 {
 	double c;

@@ -150,6 +150,9 @@ void arming_free(struct arming *a);
 double arming_hit_cost_ns(struct arming *a);
 /* The same, with a->lock held by the caller. */
 double arming_hit_cost_ns_locked(const struct arming *a);
+/* The relative standard error of that price: the in-target measurement's, or CALIB_REL_SE
+ * for the calibration. With a->lock held. */
+double arming_hit_cost_rel_se_locked(const struct arming *a);
 /* The totals now; the _locked one with a->lock held by the caller. */
 void arming_read_totals(struct arming *a, struct arming_totals *t);
 void arming_totals_locked(const struct arming *a, struct arming_totals *t);

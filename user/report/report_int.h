@@ -77,8 +77,9 @@ struct type_sum {
 	uint64_t samples;
 	double count, idle_ns;
 	/* From metadata's count_terms: estimated resumes from the exact in-window counts, the
-	 * sum of its windows' squared totals and the counts' edge terms (for its interval). */
-	double counted, counted_sq, counted_edge;
+	 * sum of its windows' squared totals, the counts' edge terms and their part that moves
+	 * with the hit's price (for its interval). */
+	double counted, counted_sq, counted_edge, counted_price;
 };
 
 /* On-CPU samples by future: estimated CPU time (sum of weight_cpu_ns). */
@@ -127,6 +128,9 @@ struct report {
 	int64_t pid;
 	uint64_t hz, cap_rate, burst, seed;
 	uint64_t windows; /* armed windows of the run (overhead.windows), drawn from or not */
+	/* The hit price's relative standard error (overhead.probe_hit_cost_ns.per_hit_rel_se),
+	 * which the counts' price terms are scaled by; 0 when not given. */
+	double price_rel_se;
 	uint64_t started_ns, stopped_ns, realtime_ns;
 	uint64_t probes, poll_fns, park_fns;
 	struct worker_sum *workers;

@@ -146,8 +146,9 @@ void rpt_print_long_polls(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->nlong_polls_top; i++) {
 		const struct long_poll_top *e = &r->long_polls_top[i];
 
-		fprintf(out, "  %s%8.1f  %9.1f  %10.1f  %6" PRId64 "  ", e->lower_bound ? ">=" : "  ",
-			e->duration_ns / 1e6, e->on_cpu_ns / 1e6, e->blocked_ns / 1e6, e->worker);
+		fprintf(out, "  %s%8.1f  %9.1f  %10.1f  %6" PRId64 "  ",
+			e->lower_bound ? ">=" : "  ", e->duration_ns / 1e6, e->on_cpu_ns / 1e6,
+			e->blocked_ns / 1e6, e->worker);
 		rpt_put_clean(out, e->future ? e->future : "(unknown)", SHOW_COLUMNS);
 		fputs("\n        ", out);
 		rpt_put_clean(out, e->frames ? e->frames : "", 3 * SHOW_COLUMNS + 16);

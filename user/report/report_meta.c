@@ -125,7 +125,7 @@ static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
 	for (size_t i = 0; i < n; i++) {
 		json_object *c = json_object_array_get_idx(arr, i);
 		const char *future = NULL;
-		double sum = 0, sq = 0, edge = 0;
+		double sum = 0, sq = 0, edge = 0, price = 0;
 		struct type_sum *t;
 
 		snprintf(where, sizeof(where), "count_terms[%zu]", i);
@@ -134,16 +134,29 @@ static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
 		if (rpt_get_str(e, where, c, "future", true, true, &future) ||
 		    rpt_get_num(e, where, c, "sum", false, 0, 1e300, false, &sum) ||
 		    rpt_get_num(e, where, c, "sum_sq", false, 0, 1e300, false, &sq) ||
-		    rpt_get_num(e, where, c, "edge_sq", true, 0, 1e300, false, &edge))
+		    rpt_get_num(e, where, c, "edge_sq", true, 0, 1e300, false, &edge) ||
+		    rpt_get_num(e, where, c, "price_z", true, 0, 1e300, false, &price))
 			return -1;
 		t = rpt_type_get(r, future);
 		t->counted += sum;
 		t->counted_sq += sq;
 		t->counted_edge += edge;
+		t->counted_price += price;
 		r->total_counted += sum;
 	}
 	r->have_counted = true;
 	return 0;
+}
+
+/* overhead.probe_hit_cost_ns.per_hit_rel_se, where given. */
+static int parse_price(struct report *r, json_object *overhead, struct perr *e)
+{
+	json_object *price = NULL;
+
+	return rpt_get_typed(e, "overhead", overhead, "probe_hit_cost_ns", true, json_type_object,
+			     &price) ||
+	       (price && rpt_get_num(e, "overhead.probe_hit_cost_ns", price, "per_hit_rel_se", true,
+				     0, 1e3, false, &r->price_rel_se));
 }
 
 static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
@@ -200,7 +213,8 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 	}
 	if (rpt_get_typed(e, "", root, "overhead", true, json_type_object, &overhead) ||
 	    (overhead &&
-	     rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS, &r->windows)))
+	     (rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS, &r->windows) ||
+	      parse_price(r, overhead, e))))
 		return -1;
 	if (rpt_get_typed(e, "", root, "workers", false, json_type_array, &workers) ||
 	    parse_workers(r, workers, e))

@@ -263,10 +263,14 @@ static int by_type_count(const void *a, const void *b)
 
 /* The 95% half width of a type's estimate from the in-window counts: its windows' totals
  * are in counted_sq, every window of the run is a unit drawn (those that saw none of it add
- * 0), and each count's edges add counted_edge. */
+ * 0), each count's edges add counted_edge, and the hit price's error moves the whole run's
+ * corrected counts together: (counted_price x its relative standard error)^2. */
 static double counted_half_width(const struct report *r, const struct type_sum *t)
 {
-	return cluster_half_width(r->windows, t->counted, t->counted_sq, t->counted_edge);
+	double price = t->counted_price * r->price_rel_se;
+
+	return cluster_half_width(r->windows, t->counted, t->counted_sq,
+				  t->counted_edge + price * price);
 }
 
 static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
@@ -302,10 +306,9 @@ static void print_types(const struct report *r, FILE *out)
 	qsort(v, r->ntypes, sizeof(*v), by_type_count);
 	if (r->have_counted)
 		fputs("\nBy task type (the future each task was spawned with; est. resumes from "
-		      "every "
-		      "resume\ncounted in the windows; +-95%: half the 95% interval over the "
-		      "windows; "
-		      "from samples:\nthe samples' estimate of the same):\n"
+		      "every resume\ncounted in the windows; +-95%: half the 95% interval over the "
+		      "windows and the\nprobe hit's price; from samples: the samples' estimate of "
+		      "the same):\n"
 		      "   share  est. resumes     +-95%  from samples  est. idle s  samples  "
 		      "future\n",
 		      out);
