@@ -39,9 +39,21 @@ def t975(df):
     return T975[df - 1] if df <= len(T975) else 1.96 + 2.4 / df
 
 
-def interval(samples, m, kind):
+def price_rel(meta, epochs, kind):
+    """The relative standard error the hit price's error gives this kind's weights over the
+    epochs: its counts' price_se over their sum (as `dial9-bpf report` takes it per type)."""
+    total = price = 0.0
+    for c in meta.get("count_terms") or []:
+        if c["epoch"] in epochs and future_kind(c["future"]) == kind:
+            total += c["sum"]
+            price += c.get("price_se", 0)
+    return price / total if total > 0 else 0.0
+
+
+def interval(samples, m, kind, rel=0.0):
     """(estimate, half width of the 95% interval): clusters are windows; m windows in all, those
-    that drew nothing of this kind counting with a total of 0."""
+    that drew nothing of this kind counting with a total of 0; rel, the hit price's relative
+    error in the weights (price_rel), moves them all together."""
     z = {}
     for i, s in enumerate(samples):
         if kind_of(s) == kind:
@@ -52,14 +64,14 @@ def interval(samples, m, kind):
     if m < 2:
         return total, math.nan
     var = m / (m - 1) * (sum(v * v for v in z.values()) - total * total / m)
-    return total, t975(m - 1) * math.sqrt(max(var, 0))
+    return total, t975(m - 1) * math.sqrt(max(var, 0) + (total * rel) ** 2)
 
 
 def interval_counted(meta, epochs, m, kind):
     """The same from the in-window counts (count_terms): each (epoch, type) cell carries the
     sum and sum of squares of its windows' totals, the counts' edge terms (added as they
-    are) and their part that moves with the hit's price (price_z: summed, then scaled by the
-    price's relative standard error and squared). A kind of several types is one window's
+    are) and the price's error (price_se: summed, then squared, as it moves every epoch
+    alike). A kind of several types is one window's
     total where its epoch had one window; otherwise their squares add apart, leaving out the
     cross terms of a window that saw both."""
     one = {e["epoch"] for e in meta["overhead"]["epochs"] if e["windows"] == 1}
@@ -70,13 +82,13 @@ def interval_counted(meta, epochs, m, kind):
             continue
         total += c["sum"]
         edge += c.get("edge_sq", 0)
-        price += c.get("price_z", 0)
+        price += c.get("price_se", 0)
         if c["epoch"] in one:
             single[c["epoch"]] = single.get(c["epoch"], 0) + c["sum"]
         else:
             sq += c["sum_sq"]
     sq += sum(z * z for z in single.values())
-    edge += (price * meta["overhead"]["probe_hit_cost_ns"].get("per_hit_rel_se", 0)) ** 2
+    edge += price ** 2
     if m < 2:
         return total, math.nan
     return total, t975(m - 1) * math.sqrt(max(m / (m - 1) * (sq - total * total / m), 0) + edge)
@@ -96,7 +108,7 @@ def coverage(samples, meta, truth, nseg, secs):
         m = windows_in(meta, good)
         row = {}
         for kind in KINDS:
-            est, hw = interval(seg, m, kind)
+            est, hw = interval(seg, m, kind, price_rel(meta, good, kind))
             real = sum(truth[e]["resumes"].get(kind, 0) for e in good)
             row[kind] = (est, hw, real)
             row[kind + " counted"] = interval_counted(meta, good, m, kind) + (real,)

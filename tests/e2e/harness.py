@@ -393,11 +393,10 @@ def counted_by_fn(meta, truth, good):
 def counted_se(meta, good):
     """{kind: standard error} of counted_vs_truth's estimates over the epochs good, from the
     count_terms as `dial9-bpf report` forms them (docs/formats.md): per task type Var = m / (m -
-    1) x (sum_sq - sum^2 / m) + edge_sq + (price_z x per_hit_rel_se)^2 over the m windows of
-    those epochs. A kind's types are summed as SEs, not variances: a channel's producer and
-    consumer resume together, and the sum of SEs bounds that of their total."""
+    1) x (sum_sq - sum^2 / m) + edge_sq + price_se^2 over the m windows of those epochs. A
+    kind's types are summed as SEs, not variances: a channel's producer and consumer resume
+    together, and the sum of SEs bounds that of their total."""
     m = sum(e["windows"] for e in meta["overhead"]["epochs"] if e["epoch"] in good)
-    rel = meta["overhead"]["probe_hit_cost_ns"].get("per_hit_rel_se", 0)
     terms = {}
     for c in meta.get("count_terms") or []:
         if c["epoch"] in good:
@@ -405,12 +404,12 @@ def counted_se(meta, good):
             t[0] += c["sum"]
             t[1] += c["sum_sq"]
             t[2] += c.get("edge_sq", 0)
-            t[3] += c.get("price_z", 0)
+            t[3] += c.get("price_se", 0)
     se = {}
     for future, (total, sq, edge, price) in terms.items():
         k = future_kind(future)
         if k and m > 1:
-            var = max(0.0, m / (m - 1) * (sq - total * total / m)) + edge + (price * rel) ** 2
+            var = max(0.0, m / (m - 1) * (sq - total * total / m)) + edge + price ** 2
             se[k] = se.get(k, 0.0) + var ** 0.5
     return se
 

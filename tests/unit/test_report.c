@@ -246,8 +246,8 @@ static void test_by_task_type(void **state)
 
 /* META with four windows and the count terms of one type counted 16 times in each window of
  * 4 ms (p = 0.004, z = 4000): every window alike, so only the counts' edges give the interval
- * a width, 0.25 / 0.004^2 = 15625 each; with `price`, each epoch's estimate moves by 1000 per
- * unit of the hit price's relative error, which has a standard error of 0.1. */
+ * a width, 0.25 / 0.004^2 = 15625 each; with `price`, the hit price's error moves each
+ * epoch's estimate by 100 (one standard error), all four the same way. */
 static char *counted_meta(bool edges, bool price)
 {
 	static char buf[sizeof(META) + 1024];
@@ -256,15 +256,13 @@ static char *counted_meta(bool edges, bool price)
 
 	memcpy(buf, META, n);
 	buf[n] = 0;
-	strcat(buf, price ? ",\n \"overhead\": {\"windows\": 4, \"probe_hit_cost_ns\": "
-			    "{\"per_hit_rel_se\": 0.1}},\n \"count_terms\": ["
-			  : ",\n \"overhead\": {\"windows\": 4},\n \"count_terms\": [");
+	strcat(buf, ",\n \"overhead\": {\"windows\": 4},\n \"count_terms\": [");
 	for (int e = 101; e <= 104; e++) {
 		snprintf(cell, sizeof(cell),
 			 "%s{\"epoch\": %d, \"future\": \"app::tick::{{closure}}\", "
 			 "\"windows_drawn\": 1, \"sum\": 4000, \"sum_sq\": 16000000%s%s}",
 			 e > 101 ? ", " : "", e, edges ? ", \"edge_sq\": 15625" : "",
-			 price ? ", \"price_z\": 1000" : "");
+			 price ? ", \"price_se\": 100" : "");
 		strcat(buf, cell);
 	}
 	strcat(buf, "]}\n");
@@ -291,11 +289,23 @@ static void test_counted_interval_edges(void **state)
 	assert_contains(text, "         16000          0");
 	free(text);
 	report_free(r);
-	/* The price's part moves all four epochs together: (4 x 1000 x 0.1)^2 = 400^2 more, so
+	/* The price's part moves all four epochs together: (4 x 100)^2 = 400^2 more, so
 	 * +-t(3) x sqrt(250^2 + 400^2). */
 	r = with_meta_text(counted_meta(true, true), 0);
 	text = printed(r);
 	assert_contains(text, "         16000       1501");
+	free(text);
+	report_free(r);
+	/* Samples of the type share its price error (400 of 16000): a stack of two samples of
+	 * 8000 in windows 1 and 2 of 4 gets t(3) x sqrt(4/3 x (2 x 8000^2 - 16000^2 / 4) +
+	 * (16000 x 0.025)^2) = 29422, against 29394 without. */
+	r = with_meta_text(counted_meta(true, true), 0);
+	add(r, with_future(sample(0, "0.001", 0, "sleep", 8000, 0, APP_STACK),
+			   "\"app::tick::{{closure}}\"", ",\"window\":1"));
+	add(r, with_future(sample(0, "0.001", 0, "sleep", 8000, 0, APP_STACK),
+			   "\"app::tick::{{closure}}\"", ",\"window\":2"));
+	text = printed(r);
+	assert_contains(text, "        16000      29422");
 	free(text);
 	report_free(r);
 }

@@ -697,9 +697,11 @@ double collector_resume_factor(struct collector *c, struct worker_info *w, uint6
 	if (!(flags & D9_SF_WINDOWED))
 		return 1.0;
 	if (flags & D9_SF_AFTER_YIELD) {
+		/* At the floor the factor no longer follows the price, but it is off by as
+		 * much as the floor allows: that, not 0. */
 		e = collector_slowdown_sensitivity(&gate, c->hit_cost_ns);
-		if (elasticity && isfinite(e))
-			*elasticity = e;
+		if (elasticity)
+			*elasticity = isfinite(e) ? e : (1 - SLOWDOWN_FLOOR) / SLOWDOWN_FLOOR;
 		return slowdown;
 	}
 	if (flags & D9_SF_WOKEN_BY_TASK) {

@@ -84,6 +84,7 @@ struct collector {
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
 	double hit_cost_ns; /* what one probe hit costs the target, kept current by the loader */
+	double hit_cost_rel_se;	  /* and its relative standard error, kept with it */
 	worker_cpu_fn worker_cpu; /* NULL: yielded resumes' counts scaled by the duty alone */
 	void *worker_cpu_ctx;
 	uint64_t coverage_epoch; /* collector_yield_coverage's last answer, for that epoch */

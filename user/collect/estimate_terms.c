@@ -52,11 +52,10 @@ int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint6
 }
 
 int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
-			double n, double p, double elasticity)
+			double n, double p, double price_rel)
 {
 	/* Always armed (window 0), every resume is counted: no edges. */
-	return add(t, epoch, future, window, n / p, window ? 0.25 / (p * p) : 0,
-		   n / p * elasticity);
+	return add(t, epoch, future, window, n / p, window ? 0.25 / (p * p) : 0, n / p * price_rel);
 }
 
 static int by_epoch_future(const void *a, const void *b)
@@ -102,7 +101,7 @@ void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f)
 			fputs("null", f);
 		fprintf(f, ", \"windows_drawn\": %zu, \"sum\": %.0f, \"sum_sq\": %.0f", n, sum, sq);
 		if (counts)
-			fprintf(f, ", \"edge_sq\": %.0f, \"price_z\": %.0f", edge, price);
+			fprintf(f, ", \"edge_sq\": %.0f, \"price_se\": %.0f", edge, price);
 		fputc('}', f);
 	}
 	fputs(groups ? "\n  ]" : "]", f);

@@ -14,11 +14,12 @@
  * to it, so work on a timer is counted alike in every window: the windows' spread is then
  * zero while an epoch's truth is not. The term is added to Var as it is.
  *
- * And price_z: the sum of each count's estimate times its elasticity to the price of a probe
- * hit (collector_resume_factor), which scales the counts of tasks the probes slow. An error in
- * that price moves every epoch's estimate the same way, so the price's part of the variance is
- * (sum of price_z over the epochs combined x the price's relative standard error)^2, not a sum
- * over epochs: the price's error is the run's (overhead.probe_hit_cost_ns.per_hit_rel_se).
+ * And price_se: the sum of each count's estimate times its elasticity to the price of a probe
+ * hit (collector_resume_factor), which scales the counts of tasks the probes slow, times the
+ * relative standard error of the price it was weighted with (the calibration's early in a run,
+ * the one measured in the target later). An error in that price moves every epoch's estimate
+ * the same way, so the price's part of the variance is (sum of price_se over the epochs
+ * combined)^2, not a sum of squares over epochs.
  */
 #ifndef D9_ESTIMATE_TERMS_H
 #define D9_ESTIMATE_TERMS_H
@@ -38,7 +39,7 @@ struct est_cell {
 	double sq;
 	uint64_t draws;
 	double edge;  /* counts only: sum of (1/2 / p)^2 over the counts added */
-	double price; /* counts only: sum of n / p x elasticity to the hit's price */
+	double price; /* counts only: sum of n / p x (elasticity x relative error) of the price */
 };
 
 struct est_terms {
@@ -50,12 +51,13 @@ struct est_terms {
 int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
 		  double w);
 /* Adds a count n (>= 1) of inclusion probability p to its window's total, and its edge and
- * price terms (elasticity: of 1 / p to the hit's price). Returns 0 or -ENOMEM. */
+ * price terms (price_rel: the relative standard error of 1 / p from the hit's price). Returns 0
+ * or -ENOMEM. */
 int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
-			double n, double p, double elasticity);
+			double n, double p, double price_rel);
 /* Writes [{"epoch": E, "future": F, "windows_drawn": n, "sum": s, "sum_sq": q}, ...] sorted
  * by epoch and future (windows that drew nothing of F are left out: they add 0 to both), with
- * "edge_sq" and "price_z" too for the terms of counts (`counts`). */
+ * "edge_sq" and "price_se" too for the terms of counts (`counts`). */
 void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f);
 void est_terms_free(struct est_terms *t);
 

@@ -276,7 +276,7 @@ static void print_delivery(struct arming *a, const struct options *o, const stru
 	    mean >= DELIVERY_NOTE_SHARE * (double)o->per_worker_hz)
 		return;
 	bound = budget_bound_epochs(a, first, last - 1, &of);
-	if (2 * bound < of)
+	if (!of || 2 * bound < of)
 		return;
 	fprintf(stderr,
 		"dial9-bpf: note: the workers got %.1f samples a second of the %" PRIu64
@@ -657,7 +657,7 @@ static int read_records(struct record *r)
 {
 	int err = 0;
 
-	r->col.hit_cost_ns = arming_hit_cost_ns(&r->arm);
+	arming_hit_cost(&r->arm, &r->col.hit_cost_ns, &r->col.hit_cost_rel_se);
 	if (!arming_window_open(&r->arm)) {
 		r->slice.deadline_ns = mono_ns() + RB_SLICE_NS;
 		err = ring_buffer__consume(r->rb);

@@ -76,8 +76,9 @@ static void add_count(struct collector *c, const struct drained *d)
 
 	if (!(p * f > 0))
 		return;
-	if (d->v.resumes && est_terms_add_count(&c->counted, d->k.epoch, type ? type->name : NULL,
-						d->k.window, (double)d->v.resumes, p * f, el))
+	if (d->v.resumes &&
+	    est_terms_add_count(&c->counted, d->k.epoch, type ? type->name : NULL, d->k.window,
+				(double)d->v.resumes, p * f, el * c->hit_cost_rel_se))
 		c->write_errors++;
 }
 

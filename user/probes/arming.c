@@ -538,13 +538,22 @@ double arming_hit_cost_ns_locked(const struct arming *a)
 }
 
 /* How far the calibration may be from a hit's price in the target, as a relative standard
- * error: in-target prices have come out at 1.0-1.5 times it (bench/RESULTS.md, "What a probe
- * hit costs"). */
+ * error: in-target prices have come out at 1.0-1.5 times it (bench/RESULTS.md, "A hit's price
+ * far above the calibration is not used" and "On a VM whose probe hits cost 5-8 us"). It
+ * reads low more often than high, so this is an allowance for a bias as much as for noise. */
 #define CALIB_REL_SE 0.25
 
 double arming_hit_cost_rel_se_locked(const struct arming *a)
 {
 	return a->target_hit_ns > 0 ? a->target_hit_se / a->target_hit_ns : CALIB_REL_SE;
+}
+
+void arming_hit_cost(struct arming *a, double *ns, double *rel_se)
+{
+	pthread_mutex_lock(&a->lock);
+	*ns = arming_hit_cost_ns_locked(a);
+	*rel_se = arming_hit_cost_rel_se_locked(a);
+	pthread_mutex_unlock(&a->lock);
 }
 
 double arming_hit_cost_ns(struct arming *a)

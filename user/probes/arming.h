@@ -153,6 +153,8 @@ double arming_hit_cost_ns_locked(const struct arming *a);
 /* The relative standard error of that price: the in-target measurement's, or CALIB_REL_SE
  * for the calibration. With a->lock held. */
 double arming_hit_cost_rel_se_locked(const struct arming *a);
+/* Both, as one reading. */
+void arming_hit_cost(struct arming *a, double *ns, double *rel_se);
 /* The totals now; the _locked one with a->lock held by the caller. */
 void arming_read_totals(struct arming *a, struct arming_totals *t);
 void arming_totals_locked(const struct arming *a, struct arming_totals *t);

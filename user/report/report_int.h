@@ -128,9 +128,6 @@ struct report {
 	int64_t pid;
 	uint64_t hz, cap_rate, burst, seed;
 	uint64_t windows; /* armed windows of the run (overhead.windows), drawn from or not */
-	/* The hit price's relative standard error (overhead.probe_hit_cost_ns.per_hit_rel_se),
-	 * which the counts' price terms are scaled by; 0 when not given. */
-	double price_rel_se;
 	uint64_t started_ns, stopped_ns, realtime_ns;
 	uint64_t probes, poll_fns, park_fns;
 	struct worker_sum *workers;

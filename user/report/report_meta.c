@@ -135,7 +135,7 @@ static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
 		    rpt_get_num(e, where, c, "sum", false, 0, 1e300, false, &sum) ||
 		    rpt_get_num(e, where, c, "sum_sq", false, 0, 1e300, false, &sq) ||
 		    rpt_get_num(e, where, c, "edge_sq", true, 0, 1e300, false, &edge) ||
-		    rpt_get_num(e, where, c, "price_z", true, 0, 1e300, false, &price))
+		    rpt_get_num(e, where, c, "price_se", true, 0, 1e300, false, &price))
 			return -1;
 		t = rpt_type_get(r, future);
 		t->counted += sum;
@@ -146,17 +146,6 @@ static int parse_count_terms(struct report *r, json_object *arr, struct perr *e)
 	}
 	r->have_counted = true;
 	return 0;
-}
-
-/* overhead.probe_hit_cost_ns.per_hit_rel_se, where given. */
-static int parse_price(struct report *r, json_object *overhead, struct perr *e)
-{
-	json_object *price = NULL;
-
-	return rpt_get_typed(e, "overhead", overhead, "probe_hit_cost_ns", true, json_type_object,
-			     &price) ||
-	       (price && rpt_get_num(e, "overhead.probe_hit_cost_ns", price, "per_hit_rel_se", true,
-				     0, 1e3, false, &r->price_rel_se));
 }
 
 static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
@@ -213,8 +202,7 @@ static int parse_meta_root(struct report *r, json_object *root, struct perr *e)
 	}
 	if (rpt_get_typed(e, "", root, "overhead", true, json_type_object, &overhead) ||
 	    (overhead &&
-	     (rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS, &r->windows) ||
-	      parse_price(r, overhead, e))))
+	     rpt_get_u64(e, "overhead", overhead, "windows", true, 0, MAX_NS, &r->windows)))
 		return -1;
 	if (rpt_get_typed(e, "", root, "workers", false, json_type_array, &workers) ||
 	    parse_workers(r, workers, e))

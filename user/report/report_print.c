@@ -207,18 +207,29 @@ static double cluster_half_width(size_t m, double total, double sq, double edge)
 	       sqrt(fmax(0, (double)m / (double)(m - 1) * (sq - total * total / (double)m)) + edge);
 }
 
+/* The relative standard error that the hit price's error gives a task type's weights: its
+ * counts' (count_terms' price_se over their sum), which the samples' weights share; 0 where
+ * the type was not counted. */
+static double type_price_rel(const struct report *r, uint32_t type)
+{
+	const struct type_sum *t = type < r->ntypes ? &r->types[type] : NULL;
+
+	return t && t->counted > 0 ? t->counted_price / t->counted : 0;
+}
+
 /*
  * Half the width of the 95% interval of an estimated total (the draws for which in() holds):
  * the drawn units are the windows, so with z_c the estimate from window c and m windows,
  * Var = m / (m - 1) * (sum z_c^2 - total^2 / m), and the half width t(m - 1) x sqrt(Var).
  * Every window of the run counts, with z_c = 0 for those that drew nothing of it (all of
  * them: metadata's overhead.windows); a sample drawn on its own, always armed, is a window of
- * one.
+ * one. The hit price's error moves the weights of all draws of a type together: each adds its
+ * weight times its type's share of it, and the square of that sum is added to Var.
  */
 static double half_width(const struct report *r, bool (*in)(const struct draw *, uint32_t),
 			 uint32_t id)
 {
-	double total = 0, sq = 0, z = 0;
+	double total = 0, sq = 0, z = 0, price = 0;
 	size_t m = 0, solo = 0;
 
 	for (size_t i = 0; i < r->ndraws; i++) {
@@ -233,12 +244,13 @@ static double half_width(const struct report *r, bool (*in)(const struct draw *,
 		if (in(d, id)) {
 			z += d->w;
 			total += d->w;
+			price += d->w * type_price_rel(r, d->type);
 		}
 	}
 	sq += z * z;
 	if (r->windows + solo > m)
 		m = r->windows + solo;
-	return cluster_half_width(m, total, sq, 0);
+	return cluster_half_width(m, total, sq, price * price);
 }
 
 static bool of_stack(const struct draw *d, uint32_t stack)
@@ -264,13 +276,11 @@ static int by_type_count(const void *a, const void *b)
 /* The 95% half width of a type's estimate from the in-window counts: its windows' totals
  * are in counted_sq, every window of the run is a unit drawn (those that saw none of it add
  * 0), each count's edges add counted_edge, and the hit price's error moves the whole run's
- * corrected counts together: (counted_price x its relative standard error)^2. */
+ * corrected counts together: counted_price^2. */
 static double counted_half_width(const struct report *r, const struct type_sum *t)
 {
-	double price = t->counted_price * r->price_rel_se;
-
 	return cluster_half_width(r->windows, t->counted, t->counted_sq,
-				  t->counted_edge + price * price);
+				  t->counted_edge + t->counted_price * t->counted_price);
 }
 
 static void print_type_row(const struct report *r, const struct type_sum *t, const char *name,
