@@ -71,9 +71,9 @@ def interval_counted(meta, epochs, m, kind):
     """The same from the in-window counts (count_terms): each (epoch, type) cell carries the
     sum and sum of squares of its windows' totals, the counts' edge terms (added as they
     are) and the price's error (price_se: summed, then squared, as it moves every epoch
-    alike). A kind of several types is one window's
-    total where its epoch had one window; otherwise their squares add apart, leaving out the
-    cross terms of a window that saw both."""
+    alike). A kind of several types is one window's total where its epoch had one window;
+    otherwise their squares add apart, leaving out the cross terms of a window that saw
+    both."""
     one = {e["epoch"] for e in meta["overhead"]["epochs"] if e["windows"] == 1}
     total = sq = edge = price = 0.0
     single = {}

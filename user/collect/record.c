@@ -250,7 +250,7 @@ static uint32_t budget_bound_epochs(struct arming *a, uint64_t first, uint64_t l
 		if (a->log[i].epoch < first || a->log[i].epoch > last)
 			continue;
 		(*of)++;
-		n += a->log[i].duty < 1.0 && !a->log[i].by_samples;
+		n += !strcmp(arming_duty_limit(&a->log[i]), "budget");
 	}
 	pthread_mutex_unlock(&a->lock);
 	return n;

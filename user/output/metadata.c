@@ -307,9 +307,7 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 			"\"worker_cpu_ms\": %s}",
 			n++ ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
 			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
-			a->log[i].duty >= 1.0  ? "always"
-			: a->log[i].by_samples ? "samples"
-					       : "budget",
+			arming_duty_limit(&a->log[i]),
 			a->log[i].worker_cpu_ns >= 0
 			    ? num_or_null(wcpu, sizeof(wcpu), a->log[i].worker_cpu_ns / 1e6)
 			    : "null");

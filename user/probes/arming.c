@@ -558,12 +558,15 @@ void arming_hit_cost(struct arming *a, double *ns, double *rel_se)
 
 double arming_hit_cost_ns(struct arming *a)
 {
-	double c;
+	double c, rel_se;
 
-	pthread_mutex_lock(&a->lock);
-	c = arming_hit_cost_ns_locked(a);
-	pthread_mutex_unlock(&a->lock);
+	arming_hit_cost(a, &c, &rel_se);
 	return c;
+}
+
+const char *arming_duty_limit(const struct arming_epoch *e)
+{
+	return e->duty >= 1.0 ? "always" : e->by_samples ? "samples" : "budget";
 }
 
 void arming_totals_locked(const struct arming *a, struct arming_totals *t)

@@ -155,6 +155,9 @@ double arming_hit_cost_ns_locked(const struct arming *a);
 double arming_hit_cost_rel_se_locked(const struct arming *a);
 /* Both, as one reading. */
 void arming_hit_cost(struct arming *a, double *ns, double *rel_se);
+/* What set an epoch's duty: "always" (armed throughout), "samples" (what the samples need) or
+ * "budget". */
+const char *arming_duty_limit(const struct arming_epoch *e);
 /* The totals now; the _locked one with a->lock held by the caller. */
 void arming_read_totals(struct arming *a, struct arming_totals *t);
 void arming_totals_locked(const struct arming *a, struct arming_totals *t);
