@@ -287,6 +287,23 @@ static void print_delivery(struct arming *a, const struct options *o, const stru
 		arming_hit_cost_ns(a) / 1e3);
 }
 
+/* The exit summary's line for machines whose probe hits cost as much as a short poll: there the
+ * windows change what the workers do, beyond what the weights correct (ARMING_SLOW_HIT_NS). */
+static void print_slow_traps(struct arming *a, const struct options *o)
+{
+	double ns = arming_hit_cost_ns(a);
+
+	if (o->overhead_budget >= 100 || !(ns > ARMING_SLOW_HIT_NS))
+		return;
+	fprintf(stderr,
+		"dial9-bpf: note: a probe hit costs %.1f us on this machine (under 1.5 us on "
+		"most; more under PVM or nested virtualization): the windows slow the workers "
+		"enough to change what they do, so counts of tasks that yield or that other tasks "
+		"wake may be off by 30%% or more, beyond their intervals; --overhead-budget 100 "
+		"probes every poll and counts them exactly\n",
+		ns / 1e3);
+}
+
 static bool target_gone(int pidfd, int pid)
 {
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
@@ -789,6 +806,7 @@ static void print_summary(struct record *r)
 		run->counters[D9_CNT_RB_DROPS], o->output_dir);
 	print_overhead(&r->arm, o, &r->col, run);
 	print_delivery(&r->arm, o, &r->col, run);
+	print_slow_traps(&r->arm, o);
 }
 
 /* Sends what is pending (a bounded wait) and closes the pusher; 0 or 1. */

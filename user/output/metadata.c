@@ -271,8 +271,9 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    "%s, "
 	    "\"in_target_se\": %s, \"lean_windows\": %" PRIu64 ", \"lean_polls\": %.0f, "
 	    "\"sampling_polls\": %.0f, \"per_hit\": %.0f, \"per_hit_rel_se\": %.3f},\n"
-	    "    \"windows\": %" PRIu64 ", \"kept_probes\": %zu, \"kept_rebuilds\": %" PRIu64
-	    ", \"kept_hits\": %" PRIu64 ", \"kept_evictions\": %" PRIu64
+	    "    \"slow_traps\": %s, \"windows\": %" PRIu64
+	    ", \"kept_probes\": %zu, \"kept_rebuilds\": %" PRIu64 ", \"kept_hits\": %" PRIu64
+	    ", \"kept_evictions\": %" PRIu64
 	    ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
 	    "\"tool_cpu_ms_per_window\": %.2f, \"arming_realtime\": %s,\n"
 	    "    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
@@ -288,11 +289,13 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 				       : "null",
 	    a->target_hit_measured > 0 ? num_or_null(tgs, sizeof(tgs), a->target_hit_se) : "null",
 	    a->lean_windows, a->cost_lean.polls, a->cost_full.polls, arming_hit_cost_ns_locked(a),
-	    arming_hit_cost_rel_se_locked(a), d.windows, a->kept_probes, a->kept_rebuilds,
-	    a->kept_hits, a->kept_evictions, run_s > 0 ? (double)d.armed_ns / 1e9 / run_s : 0,
-	    (double)d.attach_ns / 1e6, a->window_cpu_ns / 1e6, a->realtime ? "true" : "false",
-	    (double)d.target_cpu_ns / 1e9, (double)d.probe_cpu_ns / 1e9,
-	    (double)d.tool_cpu_ns / 1e9,
+	    arming_hit_cost_rel_se_locked(a),
+	    o->overhead_budget < 100 && arming_hit_cost_ns_locked(a) > ARMING_SLOW_HIT_NS ? "true"
+											  : "false",
+	    d.windows, a->kept_probes, a->kept_rebuilds, a->kept_hits, a->kept_evictions,
+	    run_s > 0 ? (double)d.armed_ns / 1e9 / run_s : 0, (double)d.attach_ns / 1e6,
+	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)d.target_cpu_ns / 1e9,
+	    (double)d.probe_cpu_ns / 1e9, (double)d.tool_cpu_ns / 1e9,
 	    d.target_cpu_ns > d.probe_cpu_ns ? 100.0 * (double)(d.probe_cpu_ns + d.tool_cpu_ns) /
 						   (double)(d.target_cpu_ns - d.probe_cpu_ns)
 					     : 0.0,

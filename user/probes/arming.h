@@ -150,6 +150,11 @@ void arming_free(struct arming *a);
 double arming_hit_cost_ns(struct arming *a);
 /* The same, with a->lock held by the caller. */
 double arming_hit_cost_ns_locked(const struct arming *a);
+/* A hit dearer than this is a trap through a hypervisor (PVM or nested virtualization; most
+ * machines price one under 1.5 us): it takes as long as a short poll, and a window slows the
+ * workers enough to change what they do (timers fire late, wakes bunch up), which no weight
+ * corrects. The run says so (metadata "slow_traps", the exit summary). */
+#define ARMING_SLOW_HIT_NS 3000.0
 /* The relative standard error of that price: the in-target measurement's, or CALIB_REL_SE
  * for the calibration. With a->lock held. */
 double arming_hit_cost_rel_se_locked(const struct arming *a);
