@@ -300,7 +300,7 @@ static void print_slow_traps(struct arming *a, const struct options *o)
 		"most; more under PVM or nested virtualization): the windows slow the workers "
 		"enough to change what they do, so counts of tasks that yield or that other tasks "
 		"wake may be off by 30%% or more, beyond their intervals; --overhead-budget 100 "
-		"probes every poll and counts them exactly\n",
+		"probes every poll and counts them exactly, at many times the cost\n",
 		ns / 1e3);
 }
 
