@@ -525,5 +525,5 @@ def run_all():
     print(f"{passed} passed, {failed} failed" + (f", {known} known gaps" if known else ""))
     if summary:
         with open(summary, "w") as f:
-            f.write(f"{passed} {failed} {known}\n")
+            f.write(f"{passed} {failed}" + (f" {known}" if known else "") + "\n")
     return 1 if failed else 0
