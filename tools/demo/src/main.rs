@@ -626,7 +626,7 @@ struct Opts {
     mode: Mode,
 }
 
-const USAGE: &str = "usage: dial9-demo [--workers N] [--duration SECS (0 = until killed)] \
+const USAGE: &str = "usage: dial9-demo [--workers N (0: a current_thread runtime, no blocking tasks)] [--duration SECS (0 = until killed)] \
 [--cpu-tasks N] [--timer-tasks N] [--channel-tasks PAIRS] [--blocking-tasks N] [--notify-tasks PAIRS] [--mode mix|hot] \
 [--cpu-iters N (work per cpu task poll; default 20000 mix, 16 hot)] \
 [--late-cpu-tasks N --late-after SECS (cpu tasks of another type, started SECS in)] \
@@ -708,9 +708,6 @@ fn parse_args() -> Opts {
             _ => die(&format!("unknown option: {}", name)),
         }
     }
-    if o.workers == 0 {
-        die("--workers must be >= 1");
-    }
     o
 }
 
@@ -729,12 +726,21 @@ fn main() {
     let cpu = o.cpu.unwrap_or(if hot { 64 } else { 4 });
     let timer = o.timer.unwrap_or(8);
     let channel = o.channel.unwrap_or(if hot { 2 } else { 4 });
-    let blocking = o.blocking.unwrap_or(if hot { 0 } else { 1 });
+    // block_in_place panics on a current_thread runtime.
+    let blocking = if o.workers == 0 { 0 } else { o.blocking.unwrap_or(if hot { 0 } else { 1 }) };
     let cpu_iters = o.cpu_iters.unwrap_or(if hot { 1_500 } else { 20_000 }).min(u32::MAX as u64) as u32;
     let oncpu = o.oncpu;
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(o.workers)
+    // --workers 0: the tasks run on the thread that calls block_on, as under
+    // #[tokio::main(flavor = "current_thread")].
+    let mut builder = if o.workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(o.workers);
+        b
+    };
+    let rt = builder
         .enable_time()
         .build()
         .unwrap_or_else(|e| die(&format!("cannot build runtime: {}", e)));
