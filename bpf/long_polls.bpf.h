@@ -186,6 +186,15 @@ static __always_inline __u64 lp_worker(__u32 tid)
 	return t ? t->worker_ptr : 0;
 }
 
+/* A thread that runs a current_thread runtime is its worker (key: its tid | D9_WORKER_TID_FLAG),
+ * known once its polls gave it a worker state; it has no worker context for lp_worker. */
+static __always_inline __u64 lp_thread_worker(__u32 tid)
+{
+	__u64 key = tid | D9_WORKER_TID_FLAG;
+
+	return bpf_map_lookup_elem(&workers, &key) ? key : 0;
+}
+
 /* The scheduler context (user/target/worker_tls.c found it at the attach): the TLS variable
  * at lp_sched_off, its word lp_sched_word; lp_heap_words marks its word holding the Core. */
 __s64 lp_sched_off = 0;
@@ -541,17 +550,21 @@ static __always_inline int lp_tick_body(void *ctx)
 	struct lp_run *r, fresh = {};
 	bool runs;
 
-	if (!lp_min_ns || lp_id_word == D9_LP_UNLEARNED || !lp_heap_words)
+	if (!lp_min_ns || lp_id_word == D9_LP_UNLEARNED)
 		return 0;
 	if (!current_pid_tid(&pid, &ns_tid) || pid != targ_tgid)
 		return 0;
-	worker = lp_worker(tid);
+	/* Without a scheduler context (a current_thread runtime's) only the worker's CPU time is
+	 * followed: a long poll needs the Core's hash to tell one poll from the next. */
+	worker = lp_heap_words ? lp_worker(tid) : lp_thread_worker(tid);
 	if (!worker)
 		return 0;
 	now = bpf_ktime_get_ns();
 	runs = lp_runs_worker(tid);
 	worker_cpu_count(tid, now, false, runs, worker);
 	gate_tick(tid, runs, now);
+	if (!lp_heap_words)
+		return 0;
 	task_id = lp_polled_task(tid);
 	hash = task_id ? lp_core_hash() : 0;
 	r = bpf_map_lookup_elem(&lp_runs, &tid);

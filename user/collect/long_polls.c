@@ -255,34 +255,40 @@ static void start_sched_tick(struct long_polls *lp, struct sampler_bpf *skel)
 void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 			    const struct worker_tls *wt, int pid)
 {
+	bool context;
 	int err;
 
 	if (!lp->min_ns)
 		return;
 	lp->run_tasks_fd = bpf_map__fd(skel->maps.lp_run_tasks);
-	lp->cpu_status = "no_scheduler_context";
-	if (strcmp(wt->status, "resolved") || !wt->heap_words) {
+	context = !strcmp(wt->status, "resolved") && wt->heap_words;
+	if (context) {
+		skel->bss->lp_sched_off = wt->tp_offset;
+		skel->bss->lp_heap_words = wt->heap_words;
+		skel->data->lp_sched_word = (uint32_t)wt->context_word;
+	} else {
 		fprintf(stderr, "dial9-bpf: long polls on the CPU are off: the workers' scheduler "
 				"context was not found at the attach (metadata.json worker_tls)\n");
-		return;
 	}
-	skel->bss->lp_sched_off = wt->tp_offset;
-	skel->bss->lp_heap_words = wt->heap_words;
-	skel->data->lp_sched_word = (uint32_t)wt->context_word;
+	/* Without the context the ticks still follow a current_thread runtime's worker (which has
+	 * none): its CPU time is what its yielded tasks' counts are taken over
+	 * (lp_thread_worker in bpf/long_polls.bpf.h). */
 	if (lp->sched_tick) {
 		start_sched_tick(lp, skel);
-		return;
+	} else {
+		lp->tick_ns = 1000000000ULL / LP_TICK_HZ;
+		skel->bss->lp_tick_ns = lp->tick_ns;
+		err = clock_events_open(&lp->ticks, skel->progs.lp_tick, lp->tick_ns, pid);
+		lp->cpu_status = err ? "no_clock_event" : "ticking";
+		lp->ticks_follow = lp->ticks.per_thread ? "threads" : "cpus";
+		if (err && context)
+			fprintf(stderr,
+				"dial9-bpf: long polls on the CPU are off: no software clock event "
+				"could be opened: %s\n",
+				strerror(-err));
 	}
-	lp->tick_ns = 1000000000ULL / LP_TICK_HZ;
-	skel->bss->lp_tick_ns = lp->tick_ns;
-	err = clock_events_open(&lp->ticks, skel->progs.lp_tick, lp->tick_ns, pid);
-	lp->cpu_status = err ? "no_clock_event" : "ticking";
-	lp->ticks_follow = lp->ticks.per_thread ? "threads" : "cpus";
-	if (err)
-		fprintf(stderr,
-			"dial9-bpf: long polls on the CPU are off: no software clock event "
-			"could be opened: %s\n",
-			strerror(-err));
+	if (!context)
+		lp->cpu_status = "no_scheduler_context";
 }
 
 void long_polls_stop_ticks(struct long_polls *lp)
