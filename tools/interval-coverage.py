@@ -10,7 +10,8 @@ prints the same), and whether the demo's own count lies inside. Spans are second
 their estimates are close to independent: with a right interval, about 19 in 20 cover the
 truth. `tools/interval-coverage.py --runs RUNS SECONDS [ARGS]` makes RUNS separate runs of
 the tool on one demo instead, each of SECONDS whole epochs (one span a run, from attach to
-exit). Root. D9_DEMO_ARGS adds arguments to the demo's.
+exit). Root. D9_DEMO_ARGS adds arguments to the demo's; D9_WORKERS sets its worker count (0: a
+current_thread runtime).
 """
 import json
 import math
@@ -141,7 +142,8 @@ def main():
     if len(args) < 2:
         sys.exit(__doc__)
     n, secs, extra = int(args[0]), int(args[1]), args[2:]
-    d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(), workers=2, mode="mix")
+    d = Demo(*os.environ.get("D9_DEMO_ARGS", "").split(),
+             workers=int(os.environ.get("D9_WORKERS", "2")), mode="mix")
     try:
         d.wait_seconds(2)
         if runs:
