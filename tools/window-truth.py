@@ -2,7 +2,8 @@
 """How the sampling windows disturb what they count: `tools/window-truth.py WORKERS SECONDS
 [DEMO ARGS]`.
 
-Starts build/demo-fp (D9_DEMO=PATH another build; mix mode) with --trace-resumes, so that every
+Starts build/demo-fp (D9_DEMO=PATH another build; mix mode; WORKERS 0: a current_thread
+runtime) with --trace-resumes, so that every
 counted resume's CLOCK_MONOTONIC time is known, profiles it with `build/dial9-bpf -v` for
 SECONDS, whose stderr gives each window's attach start and gate, and prints for each async fn
 of the demo its true resumes per second inside the sampling windows' gates, during their
