@@ -270,18 +270,19 @@ void long_polls_start_ticks(struct long_polls *lp, struct sampler_bpf *skel,
 		fprintf(stderr, "dial9-bpf: long polls on the CPU are off: the workers' scheduler "
 				"context was not found at the attach (metadata.json worker_tls)\n");
 	}
-	/* Without the context the ticks still follow a current_thread runtime's worker (which has
-	 * none): its CPU time is what its yielded tasks' counts are taken over
-	 * (lp_thread_worker in bpf/long_polls.bpf.h). */
+	/* Without the context the scheduler's tick still follows a current_thread runtime's
+	 * worker (which has none): its CPU time is what its yielded tasks' counts are taken over
+	 * (lp_thread_worker in bpf/long_polls.bpf.h). Clock events of the tool's own, dear on
+	 * VMs, are opened only for long polls. */
 	if (lp->sched_tick) {
 		start_sched_tick(lp, skel);
-	} else {
+	} else if (context) {
 		lp->tick_ns = 1000000000ULL / LP_TICK_HZ;
 		skel->bss->lp_tick_ns = lp->tick_ns;
 		err = clock_events_open(&lp->ticks, skel->progs.lp_tick, lp->tick_ns, pid);
 		lp->cpu_status = err ? "no_clock_event" : "ticking";
 		lp->ticks_follow = lp->ticks.per_thread ? "threads" : "cpus";
-		if (err && context)
+		if (err)
 			fprintf(stderr,
 				"dial9-bpf: long polls on the CPU are off: no software clock event "
 				"could be opened: %s\n",

@@ -298,8 +298,8 @@ static void print_slow_traps(struct arming *a, const struct options *o)
 	fprintf(stderr,
 		"dial9-bpf: note: a probe hit costs %.1f us on this machine (under 1.5 us on "
 		"most; more under PVM or nested virtualization): the windows slow the workers "
-		"enough to change what they do, so counts of tasks that yield or that other tasks "
-		"wake may be off by 30%% or more, beyond their intervals; --overhead-budget 100 "
+		"enough to change what they do, so the counts of the tasks they slow or hold up "
+		"may be off by up to a quarter, beyond their intervals; --overhead-budget 100 "
 		"probes every poll and counts them exactly, at many times the cost\n",
 		ns / 1e3);
 }
