@@ -1018,15 +1018,15 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 		set_mark(&f->origin, t, tid, now);
 		f->origin.clock = !t->after_yield;
 	}
-	/* Only a chain that began on this thread at a yielded task's resume: its slowdown is
-	 * measured here (chain_account). One that began on another worker ran partly in parallel
-	 * with this one, and one that began at a timer or I/O is paced by those: the probes'
-	 * time inside it delays its tasks, but Tokio's timers fire on a 1 ms grid, and a chain
-	 * that starts just after a firing and ends well before the next one resumes as often
-	 * with the probes as without: the chain's factor counted channel tasks fed by producers
-	 * paced by 1 ms sleeps high (bench/RESULTS.md, "Wake chains that timers pace"). Both
-	 * are left clock-driven. */
-	t->clock_driven = !t->after_yield && !(woken && f->origin.tid == tid && !f->origin.clock);
+	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
+	 * One that began on another worker ran partly in parallel with this one, and is left
+	 * clock-driven. So is one that began at a timer or I/O on a current_thread runtime's
+	 * thread (no worker context: worker_ptr 0), whose driver runs between the same polls: the
+	 * chain's factor counted its channel tasks, fed by producers paced by 1 ms sleeps, high,
+	 * while on a multi-thread runtime with more workers than CPUs such chains slowed as the
+	 * factor says (bench/RESULTS.md, "Wake chains that timers pace"). */
+	t->clock_driven = !t->after_yield &&
+			  !(woken && f->origin.tid == tid && !(f->origin.clock && !t->worker_ptr));
 	if (ts && !lean) {
 		ts->flags &= ~D9_TS_WOKEN_BY_TASK;
 		ts->origin.ns = 0;
