@@ -94,9 +94,7 @@ struct mark {
 	__u64 hits;
 	__u64 capture_ns;
 	__u32 tid;
-	/* The chain began at an event (a timer, I/O, a blocking-pool thread, a wake not seen), not
-	 * at the resume of a task that yielded: its tasks resume at the rate those events come. */
-	__u32 clock;
+	__u32 pad;
 };
 
 struct frame {
@@ -826,7 +824,6 @@ static __always_inline void set_mark(struct mark *m, const struct thread_state *
 	m->hits = t->hits_total;
 	m->capture_ns = t->capture_total_ns;
 	m->tid = tid;
-	m->clock = 0;
 }
 
 /* Its previous entry may already hold a wake from another thread, which came after the
@@ -1011,22 +1008,15 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 {
 	bool woken = ts && (ts->flags & D9_TS_WOKEN_BY_TASK);
 
-	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
-	if (ts && ts->origin.ns) {
+	if (ts && ts->origin.ns)
 		f->origin = ts->origin;
-	} else {
+	else
 		set_mark(&f->origin, t, tid, now);
-		f->origin.clock = !t->after_yield;
-	}
+	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
 	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
 	 * One that began on another worker ran partly in parallel with this one, and is left
-	 * clock-driven. So is one that began at a timer or I/O on a current_thread runtime's
-	 * thread (no worker context: worker_ptr 0), whose driver runs between the same polls: the
-	 * chain's factor counted its channel tasks, fed by producers paced by 1 ms sleeps, high,
-	 * while on a multi-thread runtime with more workers than CPUs such chains slowed as the
-	 * factor says (bench/RESULTS.md, "Wake chains that timers pace"). */
-	t->clock_driven = !t->after_yield &&
-			  !(woken && f->origin.tid == tid && !(f->origin.clock && !t->worker_ptr));
+	 * clock-driven. */
+	t->clock_driven = !t->after_yield && !(woken && f->origin.tid == tid);
 	if (ts && !lean) {
 		ts->flags &= ~D9_TS_WOKEN_BY_TASK;
 		ts->origin.ns = 0;
@@ -1283,19 +1273,15 @@ static __always_inline int on_wake(__u64 hdr)
 	if (!t) {
 		ts->origin.ns = now;
 		ts->origin.tid = 0;
-		ts->origin.clock = 1;
 		return 0;
 	}
 	set_mark(&ts->origin, t, tid, now);
-	/* Outside any poll (the driver's timers and I/O) or from blocking work: an event. */
-	ts->origin.clock = 1;
 	d = t->depth;
 	if (d <= t->run_depth || d > D9_MAX_NEST)
 		return 0;
 	f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
 	if (f->flags & D9_SF_BLOCKING)
 		return 0;
-	ts->origin.clock = 0;
 	ts->flags |= D9_TS_WOKEN_BY_TASK;
 	if (f->origin.ns)
 		ts->origin = f->origin;
