@@ -293,7 +293,7 @@ static void print_slow_traps(struct arming *a, const struct options *o)
 {
 	double ns = arming_hit_cost_ns(a);
 
-	if (o->overhead_budget >= 100 || !(ns > ARMING_SLOW_HIT_NS))
+	if (!arming_slow_traps(ns, o->overhead_budget))
 		return;
 	fprintf(stderr,
 		"dial9-bpf: note: a probe hit costs %.1f us on this machine (under 1.5 us on "

@@ -290,8 +290,7 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    a->target_hit_measured > 0 ? num_or_null(tgs, sizeof(tgs), a->target_hit_se) : "null",
 	    a->lean_windows, a->cost_lean.polls, a->cost_full.polls, arming_hit_cost_ns_locked(a),
 	    arming_hit_cost_rel_se_locked(a),
-	    o->overhead_budget < 100 && arming_hit_cost_ns_locked(a) > ARMING_SLOW_HIT_NS ? "true"
-											  : "false",
+	    arming_slow_traps(arming_hit_cost_ns_locked(a), o->overhead_budget) ? "true" : "false",
 	    d.windows, a->kept_probes, a->kept_rebuilds, a->kept_hits, a->kept_evictions,
 	    run_s > 0 ? (double)d.armed_ns / 1e9 / run_s : 0, (double)d.attach_ns / 1e6,
 	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)d.target_cpu_ns / 1e9,

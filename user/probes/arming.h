@@ -155,6 +155,10 @@ double arming_hit_cost_ns_locked(const struct arming *a);
  * workers enough to change what they do (timers fire late, wakes bunch up), which no weight
  * corrects. The run says so (metadata "slow_traps", the exit summary). */
 #define ARMING_SLOW_HIT_NS 3000.0
+static inline bool arming_slow_traps(double hit_ns, double budget_pct)
+{
+	return budget_pct < 100 && hit_ns > ARMING_SLOW_HIT_NS;
+}
 /* The relative standard error of that price: the in-target measurement's, or CALIB_REL_SE
  * for the calibration. With a->lock held. */
 double arming_hit_cost_rel_se_locked(const struct arming *a);
