@@ -216,23 +216,24 @@ static __always_inline __u64 lp_sched_context(void)
 	return ctx;
 }
 
-/* Whether the current thread holds a worker's Core (true when that cannot be told). A poll
- * run through block_in_place gave its Core to another thread: however long it blocks, no
- * worker waits for it, and such threads sleep inside polls all the time. */
-static __always_inline bool lp_holds_core(void)
+/* The Core the current thread holds, 0 when it holds none or that cannot be read;
+ * LP_CORE_UNKNOWN when there is no scheduler context to tell. Read once per program run and
+ * passed on: each read of the target's memory is a good part of a tick's cost. */
+#define LP_CORE_UNKNOWN 1ULL
+static __always_inline __u64 lp_core(void)
 {
 	__u32 mask = lp_heap_words;
 	__u64 ctx, core = 0;
 	int w = 0;
 
 	if (lp_sched_word >= D9_LP_WORDS || !mask)
-		return true;
+		return LP_CORE_UNKNOWN;
 	ctx = lp_sched_context();
 	if (!ctx)
-		return false;
+		return 0;
 	for (; w < 16 && !(mask & (1u << w)); w++)
 		;
-	return !bpf_probe_read_user(&core, sizeof(core), (void *)(ctx + w * 8)) && core;
+	return bpf_probe_read_user(&core, sizeof(core), (void *)(ctx + w * 8)) ? 0 : core;
 }
 
 /*
@@ -285,15 +286,18 @@ static __always_inline void worker_ns_add(__u64 worker, __u64 ns, __u64 now)
 		bpf_map_update_elem(&worker_ns, &worker, &fresh, BPF_NOEXIST);
 }
 
+/* Whether a thread in a poll of task_id (0: none) with that Core (lp_core) runs its worker.
+ * A poll run through block_in_place gave its Core to another thread: however long it
+ * blocks, no worker waits for it, and such threads sleep inside polls all the time. */
+static __always_inline bool lp_runs_worker(__u64 task_id, __u64 core)
+{
+	return !task_id || core;
+}
+
 /* The current thread at a scheduler tick, or leaving the CPU (leaves): the time since the
  * last count is a worker's if it runs one now (runs), the worker it ran at its last tick
  * (worker: the one it runs at this tick, 0 at a switch). Followed from its first tick as a
  * worker. */
-static __always_inline bool lp_runs_worker(__u32 tid)
-{
-	return !(lp_polled_task(tid) && !lp_holds_core());
-}
-
 static __always_inline void worker_cpu_count(__u32 tid, __u64 now, bool leaves, bool runs,
 					     __u64 worker)
 {
@@ -326,16 +330,15 @@ static __always_inline void worker_cpu_in(__u32 tid, __u64 now)
 		c->since = now;
 }
 
-static __always_inline void lp_switch_out(void *ctx, __u64 now)
+static __always_inline void lp_switch_out(void *ctx, __u64 now, __u64 task_id, __u64 core)
 {
-	__u64 id = bpf_get_current_pid_tgid(), task_id, worker;
+	__u64 id = bpf_get_current_pid_tgid(), worker;
 	__u32 tid = (__u32)id, pid, ns_tid, zero = 0;
 	struct d9_long_poll *z, *b;
 
 	if (!current_pid_tid(&pid, &ns_tid) || pid != targ_tgid)
 		return;
-	task_id = lp_polled_task(tid);
-	worker = task_id && lp_holds_core() ? lp_worker(tid) : 0;
+	worker = task_id && core ? lp_worker(tid) : 0;
 	if (!worker)
 		return;
 	z = bpf_map_lookup_elem(&lp_zero, &zero);
@@ -381,8 +384,8 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct___d9lp *prev, *next = (void *)ctx->args[2];
 	__u32 pid, tid, prev_tid = 0, next_tid = 0;
+	__u64 now, task_id = 0, core = 0;
 	bool runs;
-	__u64 now;
 
 	if (!lp_min_ns)
 		return 0;
@@ -396,7 +399,11 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 		gate_switch(prev_tid, true, next_tid, now);
 		return 0;
 	}
-	runs = prev_tid && lp_runs_worker(prev_tid);
+	if (prev_tid) {
+		task_id = lp_polled_task(prev_tid);
+		core = task_id ? lp_core() : 0;
+	}
+	runs = prev_tid && lp_runs_worker(task_id, core);
 	gate_switch(prev_tid, runs, next_tid, now);
 	if (prev_tid)
 		worker_cpu_count(prev_tid, now, true, runs, 0);
@@ -406,8 +413,8 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 	 * TASK_RUNNING means it went to sleep; a running one was preempted, not blocked
 	 * (preempt alone misses preemption on the way back to user mode). */
 	prev = (void *)ctx->args[1];
-	if (!ctx->args[0] && BPF_CORE_READ(prev, __state))
-		lp_switch_out(ctx, now);
+	if (prev_tid && !ctx->args[0] && BPF_CORE_READ(prev, __state))
+		lp_switch_out(ctx, now, task_id, core);
 	lp_switch_in(next, now);
 	return 0;
 }
@@ -425,6 +432,7 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 struct lp_run {
 	__u64 task_id, hash, first_ns, last_ns;
 	__u32 ticks;
+	__u32 long_ticks;  /* ticks since it spanned lp_min_ns */
 	__s32 stack_bytes; /* of its stack in lp_stacks */
 };
 
@@ -448,46 +456,37 @@ struct {
 
 #define LP_TARGET_WORDS (D9_LP_CORE_WORDS - 16)
 
-/* FNV-1a over the scratch's first n words. */
-static __always_inline __u64 lp_hash_words(const struct lp_core *c, __u64 h, __u32 n)
+/* FNV-1a over n of the scratch's words from word from (0 or 1). */
+static __always_inline __u64 lp_hash_words(const struct lp_core *c, __u64 h, __u32 n, __u32 from)
 {
 	for (__u32 i = 0; i < LP_TARGET_WORDS && i < n; i++)
-		h = (h ^ c->w[i]) * 0x100000001b3ULL;
+		h = (h ^ c->w[(i + from) & (D9_LP_CORE_WORDS - 1)]) * 0x100000001b3ULL;
 	return h;
 }
 
-/* A hash of what the current worker's scheduler context's heap words point to (the first
- * words of each; the context's own words are on the stack, among other frames' locals); 0
- * when it cannot be read. Only the words in lp_heap_words are read, and of each object only
- * its own words: this runs at most ticks, so every read it skips counts. */
-static __always_inline __u64 lp_core_hash(void)
+/* A hash of the Core (lp_core), the object only: the heap beyond it changes with everything
+ * else. glibc's malloc keeps the chunk size in the word before the object, so one read from
+ * there gives both (this runs at most ticks, and every read it skips counts); where that
+ * read fails (the object near the end of a mapping), its first 8 words. 0 when it cannot be
+ * read. */
+static __always_inline __u64 lp_core_hash(__u64 core)
 {
-	__u64 ctx = lp_sched_context(), h = 0x9e3779b97f4a7c15ULL;
-	__u32 mask = lp_heap_words, zero = 0;
+	__u64 h = 0x9e3779b97f4a7c15ULL, chunk;
 	struct lp_core *c;
+	__u32 zero = 0, n = 8;
 
-	c = ctx ? bpf_map_lookup_elem(&lp_core_scratch, &zero) : NULL;
+	c = core && core != LP_CORE_UNKNOWN ? bpf_map_lookup_elem(&lp_core_scratch, &zero) : NULL;
 	if (!c)
 		return 0;
-	for (int w = 0; w < 16; w++) {
-		__u64 p = 0, chunk = 0;
-		__u32 n = 8;
-
-		if (!(mask & (1u << w)))
-			continue;
-		if (bpf_probe_read_user(&p, sizeof(p), (void *)(ctx + w * 8)))
-			return 0;
-		/* Only the object itself: the heap beyond it changes with everything else. glibc's
-		 * malloc keeps the chunk size in the word before the object. */
-		if (!bpf_probe_read_user(&chunk, sizeof(chunk), (void *)(p - 8)) &&
-		    (chunk & ~7ULL) >= 32 && (chunk & ~7ULL) <= (LP_TARGET_WORDS + 1) * 8)
-			n = (__u32)((chunk & ~7ULL) / 8) - 1;
-		/* The mask keeps the size inside the scratch for the verifier; n <= 47 already. */
-		if (bpf_probe_read_user(c, (n & (D9_LP_CORE_WORDS - 1)) * 8, (void *)p))
-			return 0;
-		h = lp_hash_words(c, h, n);
+	if (!bpf_probe_read_user(c, (LP_TARGET_WORDS + 1) * 8, (void *)(core - 8))) {
+		chunk = c->w[0] & ~7ULL;
+		if (chunk >= 32 && chunk <= (LP_TARGET_WORDS + 1) * 8)
+			n = (__u32)(chunk / 8) - 1;
+		return lp_hash_words(c, h, n, 1) | 1;
 	}
-	return h | 1;
+	if (bpf_probe_read_user(c, n * 8, (void *)core))
+		return 0;
+	return lp_hash_words(c, h, n, 0) | 1;
 }
 
 static __always_inline void lp_run_end(void *ctx, struct lp_run *r, __u32 tid, __u32 ns_tid,
@@ -545,7 +544,7 @@ static __always_inline __s32 lp_take_stack(void *ctx, __u32 tid)
 
 static __always_inline int lp_tick_body(void *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid(), now, task_id, hash, worker;
+	__u64 id = bpf_get_current_pid_tgid(), now, task_id, core, hash, worker;
 	__u32 tid = (__u32)id, pid, ns_tid;
 	struct lp_run *r, fresh = {};
 	bool runs;
@@ -560,21 +559,27 @@ static __always_inline int lp_tick_body(void *ctx)
 	if (!worker)
 		return 0;
 	now = bpf_ktime_get_ns();
-	runs = lp_runs_worker(tid);
+	task_id = lp_polled_task(tid);
+	core = task_id ? lp_core() : 0;
+	runs = lp_runs_worker(task_id, core);
 	worker_cpu_count(tid, now, false, runs, worker);
 	gate_tick(tid, runs, now);
 	if (!lp_heap_words)
 		return 0;
-	task_id = lp_polled_task(tid);
-	hash = task_id ? lp_core_hash() : 0;
+	hash = task_id ? lp_core_hash(core) : 0;
 	r = bpf_map_lookup_elem(&lp_runs, &tid);
 	if (r && r->ticks && task_id && r->task_id == task_id && r->hash == hash) {
 		r->last_ns = now;
 		r->ticks++;
-		/* What the poll is doing: the stack of one of its ticks after the first, each as
-		 * likely (kept with chance 1/k at the k-th), so the poll's own work rather than the
-		 * code that runs as it returns, and in proportion to where its time goes. */
-		if (bpf_get_prandom_u32() % (r->ticks - 1) == 0)
+		/* What the poll is doing: the stack of one of its ticks once it spans lp_min_ns,
+		 * each as likely (kept with chance 1/k at the k-th), so the poll's own work rather
+		 * than the code that runs as it returns, and in proportion to where its time goes
+		 * past the threshold. Not earlier: a stack is most of the tick's cost, and most
+		 * runs end short of the threshold, where no record needs it. */
+		if (now - r->first_ns + lp_tick_ns < lp_min_ns)
+			return 0;
+		r->long_ticks++;
+		if (bpf_get_prandom_u32() % r->long_ticks == 0)
 			r->stack_bytes = lp_take_stack(ctx, tid);
 		return 0;
 	}
