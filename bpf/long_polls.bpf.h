@@ -389,12 +389,15 @@ int lp_switch(struct bpf_raw_tracepoint_args *ctx)
 
 	if (!lp_min_ns)
 		return 0;
-	now = bpf_ktime_get_ns();
 	if (current_pid_tid(&pid, &tid) && pid == targ_tgid)
 		prev_tid = (__u32)bpf_get_current_pid_tgid();
 	/* In a pid namespace the tgid cannot be compared: the maps' keys tell. */
 	if (pidns_ino || (__u32)BPF_CORE_READ(next, tgid) == targ_tgid)
 		next_tid = BPF_CORE_READ(next, pid);
+	/* Most switches of the machine are no target thread's: they leave before the clock. */
+	if (!prev_tid && !next_tid)
+		return 0;
+	now = bpf_ktime_get_ns();
 	if (lp_id_word == D9_LP_UNLEARNED) {
 		gate_switch(prev_tid, true, next_tid, now);
 		return 0;
