@@ -33,6 +33,7 @@ struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
 	double hits;					   /* decayed */
 	uint64_t windows_seen;				   /* in all */
+	uint32_t epochs_seen;				   /* in all */
 	double debt;					   /* ns, decayed */
 	bool tool_spiked; /* the last epoch's tool CPU was a spike (tool_for_plan) */
 	bool seeded;
