@@ -8,6 +8,7 @@
 
 #include "demangle.h"
 #include "inline_names.h"
+#include "util_clock.h"
 #include "util_hash.h"
 
 struct pc_slot {
@@ -453,6 +454,20 @@ static int compute_inline(struct inline_names *in, Dwfl_Module *mod, uint64_t pc
 	}
 	free(path);
 	return err;
+}
+
+int inline_names_index_module(struct inline_names *in, Dwfl_Module *mod, uint64_t deadline_ns)
+{
+	Dwarf_Die *cu = NULL;
+	Dwarf_Addr bias;
+	int n = 0;
+
+	while (mono_ns() < deadline_ns && (cu = dwfl_module_nextcu(mod, cu, &bias))) {
+		if (!cu_index_get(in, mod, cu))
+			return -ENOMEM;
+		n++;
+	}
+	return n;
 }
 
 struct inline_names *inline_names_new(void)

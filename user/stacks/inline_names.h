@@ -35,6 +35,11 @@ void inline_names_free(struct inline_names *in);
 int inline_names_get(struct inline_names *in, Dwfl_Module *mod, uint64_t pc,
 		     struct inline_frame *out, size_t max, size_t *n);
 
+/* Indexes mod's CUs ahead of their first lookups, until the monotonic clock reaches
+ * deadline_ns (mono_ns()), so that a run's first samples do not pay for it. Returns the CUs
+ * indexed, or -ENOMEM. */
+int inline_names_index_module(struct inline_names *in, Dwfl_Module *mod, uint64_t deadline_ns);
+
 /* The Dwfl holding the modules is about to end: drop what points into it. Names already handed
  * out stay valid. */
 void inline_names_forget_modules(struct inline_names *in);

@@ -729,13 +729,24 @@ const char *unwind_stop_name(enum unwind_stop stop)
 
 /* ---- Inline frames: the module of the pc, then inline_names ---- */
 
+/* How long the start-up may spend indexing the modules' CUs for inline names. Indexed on the
+ * first samples instead, the CUs they touch cost the tool some 10 ms of CPU in the run's
+ * first second, spent against the target's budget, where traps and page faults are dear;
+ * past the deadline, a large program's other CUs are indexed on their first lookups. */
+#define UNWIND_INDEX_NS 250000000ULL
+
 int unwinder_load_debuginfo(struct unwinder *u)
 {
+	uint64_t deadline = mono_ns() + UNWIND_INDEX_NS;
 	Dwarf_Addr bias;
 	size_t n = 0;
 
-	for (size_t i = 0; u && i < u->nmods; i++)
-		n += u->mods[i].mod && dwfl_module_getdwarf(u->mods[i].mod, &bias) != NULL;
+	for (size_t i = 0; u && i < u->nmods; i++) {
+		if (!u->mods[i].mod || !dwfl_module_getdwarf(u->mods[i].mod, &bias))
+			continue;
+		n++;
+		inline_names_index_module(u->inl, u->mods[i].mod, deadline);
+	}
 	return (int)n;
 }
 
