@@ -62,9 +62,10 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->epochs_seen++;
 	/* Only overspending is carried: what an epoch left unspent is not spent later, since the
 	 * budget bounds every stretch of the run, not just its average. */
-	/* Nor is what the first epochs overspent while the tool's caches warmed up (its first
-	 * samples' symbols and inline tables): paid back, even at half of each epoch's windows
-	 * (DEBT_SHARE), it halved what 32 workers on 2 CPUs were sampled at. */
+	/* Nor is what the first epochs overspent while the plan learned the windows' fixed
+	 * costs and the tool's usual CPU: paid back, it takes windows from the epochs after, at
+	 * the floor where many workers share few CPUs, for a few hundredths of a point of a 20 s
+	 * run's cost. */
 	if (s->windows_seen >= DUTY_WARM_WINDOWS)
 		s->debt = fmax(0.0, DEBT_DECAY * s->debt + spent - budget * e->own_ns);
 	s->seeded = true;
