@@ -64,8 +64,8 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	 * budget bounds every stretch of the run, not just its average. */
 	/* Nor is what the first epochs overspent while the plan learned the windows' fixed
 	 * costs and the tool's usual CPU: paid back, it takes windows from the epochs after, at
-	 * the floor where many workers share few CPUs, for a few hundredths of a point of a 20 s
-	 * run's cost. */
+	 * the floor where many workers share few CPUs, for little of the run's cost
+	 * (bench/RESULTS.md, "The always-on programs' reads"). */
 	if (s->windows_seen >= DUTY_WARM_WINDOWS)
 		s->debt = fmax(0.0, DEBT_DECAY * s->debt + spent - budget * e->own_ns);
 	s->seeded = true;

@@ -730,9 +730,10 @@ const char *unwind_stop_name(enum unwind_stop stop)
 /* ---- Inline frames: the module of the pc, then inline_names ---- */
 
 /* How long the start-up may spend indexing the modules' CUs for inline names. Indexed on the
- * first samples instead, the CUs they touch cost the tool some 10 ms of CPU in the run's
- * first second, spent against the target's budget, where traps and page faults are dear;
- * past the deadline, a large program's other CUs are indexed on their first lookups. */
+ * first samples instead, the CUs they touch made the tool's CPU in the run's first second
+ * several times its usual, spent against the target's budget (bench/RESULTS.md, "The
+ * always-on programs' reads"); past the deadline, a large program's other CUs are indexed
+ * on their first lookups. */
 #define UNWIND_INDEX_NS 250000000ULL
 
 int unwinder_load_debuginfo(struct unwinder *u)

@@ -86,9 +86,9 @@ int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_addre
 
 /*
  * Reads the debug info of every module reported so far (decompressing it, and searching for
- * separate debug files), which the first inline lookup in each module would do otherwise: done
- * before sampling, that cost stays out of the sampling windows. Returns how many modules have
- * debug info.
+ * separate debug files) and indexes its units for inline names, for a bounded time, which the
+ * first inline lookups in each module would do otherwise: done before sampling, that cost
+ * stays out of the sampling windows. Returns how many modules have debug info.
  */
 int unwinder_load_debuginfo(struct unwinder *u);
 
