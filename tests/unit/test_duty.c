@@ -83,8 +83,6 @@ static void test_debt(void **state)
 	e.windows_ns = 1e6;
 	burst.fixed_ns = 12e6;
 	burst.windows_ns = 1e6;
-	/* Past the first windows, whose overspending (warming up) is not carried. */
-	s.windows_seen = over.windows_seen = 4;
 	duty_observe(&s, &e, limits.budget);
 	d0 = duty_for_budget(&s, &limits, 0.005);
 	for (int i = 0; i < 5; i++)
@@ -105,7 +103,6 @@ static void spike_against_calm(struct duty_state *s, struct duty_epoch e, struct
 {
 	struct duty_state calm = {0};
 
-	s->windows_seen = calm.windows_seen = 4;
 	for (int i = 0; i < 4; i++) {
 		duty_observe(s, &e, limits.budget);
 		duty_observe(&calm, &e, limits.budget);
@@ -158,7 +155,6 @@ static void test_debt_share(void **state)
 
 	(void)state;
 	burst.fixed_ns = 200e6;
-	s.windows_seen = calm.windows_seen = 4;
 	duty_observe(&s, &burst, limits.budget);
 	duty_observe(&s, &e, limits.budget);
 	duty_observe(&calm, &e, limits.budget);
@@ -166,8 +162,48 @@ static void test_debt_share(void **state)
 	s.fixed = calm.fixed; /* the plan alike but for the debt */
 	d_calm = duty_for_budget(&calm, &limits, 0.005);
 	d_owing = duty_for_budget(&s, &limits, 0.005);
-	assert_true(s.debt > 100e6);
+	/* held to 2 s of the 10 ms budget, less the 5 ms the next epoch left */
+	assert_true(fabs(s.debt - 15e6) < 1e-3);
 	assert_true(fabs(d_owing - 0.5 * d_calm) < 1e-9);
+}
+
+/* The debt does not fade: epochs that spend exactly the budget leave it whole, to be paid back
+ * by the plan's smaller duty, so a run's cost comes back to the budget. */
+static void test_debt_kept(void **state)
+{
+	struct duty_state s = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3), burst = epoch_of(5, 2, 3);
+	double owed;
+
+	(void)state;
+	e.fixed_ns = 4e6; /* 2 + 3 + 4 + 1 ms of windows: exactly 10 ms */
+	e.windows_ns = 1e6;
+	burst = e;
+	burst.fixed_ns = 10e6;
+	duty_observe(&s, &burst, limits.budget);
+	owed = s.debt;
+	for (int i = 0; i < 20; i++)
+		duty_observe(&s, &e, limits.budget);
+	assert_true(fabs(owed - 6e6) < 1e-3);
+	assert_true(fabs(s.debt - owed) < 1e-3);
+}
+
+/* The run's start-up (the first epoch's tool CPU) is owed, not planned on: the plan after it
+ * is the one without it, less the repayment. */
+static void test_startup_owed(void **state)
+{
+	struct duty_state s = {0}, plain = {0};
+	struct duty_epoch e = epoch_of(5, 2, 3), first = epoch_of(5, 2, 3);
+
+	(void)state;
+	first.startup_ns = 8e6;
+	duty_observe(&s, &first, limits.budget);
+	duty_observe(&plain, &e, limits.budget);
+	assert_true(fabs(s.debt - 3e6) < 1e-3); /* 2 + 3 + 8 ms against 10 */
+	assert_true(fabs(s.tool_other - plain.tool_other) < 1e-3);
+	/* 6 ms for the gates without the debt; a quarter of the 3 ms owed goes to it. */
+	assert_true(fabs(duty_for_budget(&s, &limits, 0.005) - (6e6 - 0.75e6) / 0.4e6 / 1e3) <
+		    1e-9);
 }
 
 /* Few hits: growth is bounded, since a short window says little of a longer one. */
@@ -247,6 +283,7 @@ int main(void)
 	    cmocka_unit_test(test_debt_share),	  cmocka_unit_test(test_thin_growth),
 	    cmocka_unit_test(test_negative_duty), cmocka_unit_test(test_outside_gates),
 	    cmocka_unit_test(test_windows),	  cmocka_unit_test(test_need),
+	    cmocka_unit_test(test_debt_kept),	  cmocka_unit_test(test_startup_owed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

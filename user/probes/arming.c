@@ -912,6 +912,8 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 	/* The first epoch's tool CPU includes the run's start-up, done once; its window put in
 	 * every armed probe (none is kept yet), and the hits on those put in first while the rest
 	 * went in say little of later windows. */
+	if (!a->plan.seeded)
+		e.startup_ns = fmax(0.0, e.tool_other_ns) + e.fixed_ns;
 	if (e.tool_other_ns < 0 || !a->plan.seeded)
 		e.tool_other_ns = 0;
 	if (!a->plan.seeded)
@@ -927,9 +929,10 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 		    stderr,
 		    "dial9-bpf: epoch %" PRIu64 ": %.0f ms, armed %.1f ms, gate hits %" PRIu64
 		    " (%.2f ms), other hits %.2f ms, own %.0f ms, tool %.2f ms (switch and tick "
-		    "programs %.2f ms): duty %.4f\n",
+		    "programs %.2f ms), debt %.2f ms: duty %.4f\n",
 		    epoch - 1, e.wall_ns / 1e6, e.armed_ns / 1e6, e.hits, e.probe_ns / 1e6,
-		    e.fixed_ns / 1e6, e.own_ns / 1e6, e.tool_other_ns / 1e6, side / 1e6, duty);
+		    e.fixed_ns / 1e6, e.own_ns / 1e6, e.tool_other_ns / 1e6, side / 1e6,
+		    a->plan.debt / 1e6, duty);
 	warn_outside_gates(a);
 	need = duty_for_samples(a->per_worker_hz, r1->elig - r0->elig, active_workers(a, epoch),
 				(double)armed_ns);

@@ -9,20 +9,24 @@
 #define DUTY_GROWTH_THIN 4.0
 /* The first epoch's measurement replaces nothing; later ones are averaged in by this. */
 #define DUTY_DECAY 0.5
-/* Share of what was overspent paid back in the next epoch, and how much of the debt is kept
- * an epoch later besides. A debt that fades fast forgives most of a steady overspend: a plan
- * that divides by a noisy price (few hits a window where traps are slow) overspends on
- * average, by E[1 / price], and of that the debt repays G / (1 - D + G): 45% at D = 0.7,
- * 83% at 0.95. Some fading still forgets what a stretch of workers outside the windows'
- * reach (the budget gone before any gate) ran up while no repayment could be made. */
+/* Share of the debt paid back each second. The debt is everything spent over the budget since
+ * the start: the run's start-up (its first window puts in every probe and the tool reads the
+ * target's symbols), the first epochs' plans made before the windows' fixed costs and the
+ * tool's usual CPU are known, and the steady overspend of a plan that divides by a noisy
+ * price (few hits a window where traps are slow), by E[1 / price]. Kept whole, it is all paid
+ * back, so the run's cost converges on the budget; a debt fading 5% an epoch forgave a sixth
+ * of the steady overspend and the start-up, and left 20 s runs 3-8% over the budget
+ * (bench/RESULTS.md, "The whole debt"). */
 #define DEBT_GAIN 0.25
-#define DEBT_DECAY 0.95
+/* The debt is held to this many seconds of the budget: a stretch of workers outside the
+ * windows' reach (the budget gone before any gate) runs it up while no repayment can be made,
+ * and without a bound it would hold the windows down for as long afterwards. */
+#define DEBT_MAX_S 2.0
 /* The most of the windows' allowance a repayment may take: an estimate's variance grows with
  * the sum of 1 / duty over its epochs, so an epoch whose debt took its windows to the floor
  * (a window of 0.5 ms whose few resumes weigh 2000 each) cost the run's estimates more than
  * the duty the repayment bought back. Half keeps every epoch's duty within 2x of the plan. */
 #define DEBT_SHARE 0.5
-#define DUTY_WARM_WINDOWS 4
 /* An epoch's tool CPU above this many times its running mean goes to the debt, paid back
  * over the next seconds, rather than into the mean the next duty is planned on: one slow
  * epoch of the tool's (its first symbols, a drain, a rotation) would otherwise take the
@@ -44,10 +48,18 @@ static double tool_for_plan(struct duty_state *s, double tool_ns, double k)
 	return lone ? mean : spike ? TOOL_SPIKE * mean : tool_ns;
 }
 
+/* The target's own CPU per second, with an idle target counted as a millisecond a second. */
+static double own_per_s(const struct duty_state *s)
+{
+	double own = s->wall > 0 ? s->own / (s->wall / NSEC) : 0;
+
+	return own < 1e6 ? 1e6 : own;
+}
+
 void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budget)
 {
 	double k = s->seeded ? DUTY_DECAY : 0.0;
-	double spent = e->probe_ns + e->fixed_ns + e->tool_other_ns + e->windows_ns;
+	double spent = e->probe_ns + e->fixed_ns + e->tool_other_ns + e->windows_ns + e->startup_ns;
 
 	if (e->wall_ns <= 0)
 		return;
@@ -58,25 +70,12 @@ void duty_observe(struct duty_state *s, const struct duty_epoch *e, double budge
 	s->tool_other = k * s->tool_other + tool_for_plan(s, e->tool_other_ns, k);
 	s->fixed = k * s->fixed + e->fixed_ns;
 	s->hits = k * s->hits + (double)e->hits;
-	s->windows_seen += e->windows;
 	s->epochs_seen++;
 	/* Only overspending is carried: what an epoch left unspent is not spent later, since the
 	 * budget bounds every stretch of the run, not just its average. */
-	/* Nor is what the first epochs overspent while the plan learned the windows' fixed
-	 * costs and the tool's usual CPU: paid back, it takes windows from the epochs after, at
-	 * the floor where many workers share few CPUs, for little of the run's cost
-	 * (bench/RESULTS.md, "The always-on programs' reads"). */
-	if (s->windows_seen >= DUTY_WARM_WINDOWS)
-		s->debt = fmax(0.0, DEBT_DECAY * s->debt + spent - budget * e->own_ns);
+	s->debt = fmax(0.0, s->debt + spent - budget * e->own_ns);
+	s->debt = fmin(s->debt, DEBT_MAX_S * budget * own_per_s(s));
 	s->seeded = true;
-}
-
-/* The target's own CPU per second, with an idle target counted as a millisecond a second. */
-static double own_per_s(const struct duty_state *s)
-{
-	double own = s->wall > 0 ? s->own / (s->wall / NSEC) : 0;
-
-	return own < 1e6 ? 1e6 : own;
 }
 
 uint64_t duty_windows(const struct duty_limits *l, double duty, double own_ns_per_s)

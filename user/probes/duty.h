@@ -25,16 +25,15 @@
 #define DUTY_INITIAL 0.005
 
 /* What the last epochs cost: sums decayed by half each epoch (duty_observe), so that a burst
- * in one epoch moves the plan by half; and what was spent beyond the budget (debt, decayed
- * too), so that epochs over it are paid back by the next ones. Taking the dearest recent epoch
- * instead collapsed the duty whenever a burst of work met a window, and the run ramped up again for
- * seconds. */
+ * in one epoch moves the plan by half; and what was spent beyond the budget since the start
+ * (debt, bounded), so that epochs over it are paid back by the next ones. Taking the dearest recent
+ * epoch instead collapsed the duty whenever a burst of work met a window, and the run ramped up
+ * again for seconds. */
 struct duty_state {
 	double wall, armed, probe, own, tool_other, fixed; /* ns, decayed */
 	double hits;					   /* decayed */
-	uint64_t windows_seen;				   /* in all */
 	uint32_t epochs_seen;				   /* in all */
-	double debt;					   /* ns, decayed */
+	double debt;					   /* ns */
 	bool tool_spiked; /* the last epoch's tool CPU was a spike (tool_for_plan) */
 	bool seeded;
 };
@@ -54,6 +53,9 @@ struct duty_epoch {
 	double tool_other_ns;
 	double windows_ns; /* the tool's CPU for the windows' attach and detach */
 	uint32_t windows;  /* windows made, sampling and lean */
+	/* What the run's start-up cost beyond the above (the first epoch's tool CPU and hits
+	 * outside its gate): paid back, not planned on, as it is not spent again. */
+	double startup_ns;
 };
 
 /* What a window costs the tool, and the limits the plan must keep. */
