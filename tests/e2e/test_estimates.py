@@ -1,5 +1,6 @@
 """Estimates at the defaults (armed windows) against the demo's own counts: no ramp, tasks that
 resume about once a second, and the 95% intervals the report prints."""
+import json
 import math
 import os
 import sys
@@ -31,7 +32,10 @@ def profile(demo_args, secs, *extra, workers=2, binary=DEMO_FP):
         assert rc == 0, err[-800:]
         profile.stderr = err
         d.wait_seconds(1)
-        return read_samples(out), read_metadata(out), d.seconds()
+        truth = d.seconds()
+        with open(os.path.join(out, "truth.json"), "w") as f:
+            json.dump(truth, f)  # beside the outputs D9_KEEP_OUTPUT keeps
+        return read_samples(out), read_metadata(out), truth
     finally:
         d.stop()
 
@@ -121,6 +125,30 @@ def cpu_bound_counts_steady_with_more_workers_than_cpus():
     assert len(rates) == 3, desc
     check_or_known(all(0.9 <= r <= 1.1 for r in kinds.values()) and
                    all(9 <= r <= 11 for r in rates) and cost <= 1.0, desc, meta, 25)
+    return desc
+
+
+@test
+def counts_at_50_a_second_per_worker():
+    """The ground-truth workload of the test above (3 workers on 2 CPUs, a plain release
+    build) at --per-worker-hz 50: a window draws five times as many stacks, so captures take
+    a larger part of its time and of the budget, and each worker's p is three times as high.
+    Every kind counted within 10% of the truth, every worker within 10% of 50 a second, at most
+    2% of worker-epochs capped."""
+    samples, meta, truth = profile([], 20, "--per-worker-hz", 50, workers=3, binary=DEMO_NOFP)
+    good = sorted(clean_epochs(meta) & set(truth))
+    assert len(good) >= 6, f"only {len(good)} clean epochs"
+    counted = counted_vs_truth(meta, truth, set(good))
+    kinds = {k: counted.get(k, 0) / sum(truth[e]["resumes"][k] for e in good)
+             for k in ("cpu", "timer", "channel")}
+    rates, capped, of = delivery(meta)
+    assert len(rates) == 3, rates
+    desc = (f"{len(good)} epochs: counted " + ", ".join(f"{k} {r:.2f}" for k, r in kinds.items())
+            + "; per-worker samples/s " + ", ".join(f"{r:.1f}" for r in rates)
+            + f"; capped {capped} of {of}; estimated cost "
+            f"{meta['overhead']['est_overhead_pct']:.2f}%")
+    check_or_known(all(0.9 <= r <= 1.1 for r in kinds.values()) and
+                   all(45 <= r <= 55 for r in rates) and capped <= 0.02 * of, desc, meta, 25)
     return desc
 
 
