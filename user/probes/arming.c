@@ -33,6 +33,12 @@
  * 0.25 ms neither the estimates nor the threads' off-CPU time in the gate (window_wait_ms)
  * moved (bench/RESULTS.md, "Overhead"). */
 #define SETTLE_NS 250000ULL
+/* Where traps are slow (ARMING_SLOW_HIT_NS) the attach holds the workers up for longer, and
+ * what it held up runs in a burst in the next millisecond or so: gates opened 0.25 ms after
+ * the attach counted CPU-bound tasks low in gates of a few ms (the burst is other tasks'
+ * work) and a current_thread runtime's wake chains high (bench/RESULTS.md, "A longer settle
+ * where traps are slow"). */
+#define SETTLE_SLOW_NS 1000000ULL
 /* Until the program's run time is measured. */
 #define DEFAULT_BPF_RUN_NS 400.0
 /* One lean window (park-point probes left out, nothing sampled) in each of the first
@@ -188,6 +194,12 @@ static uint64_t whole_ticks(struct arming *a, double w)
 	if (uniform(a) < w / a->tick_ns - n)
 		n += 1;
 	return (uint64_t)(n * a->tick_ns);
+}
+
+static uint64_t settle_ns(struct arming *a)
+{
+	return arming_slow_traps(arming_hit_cost_ns(a), 100.0 * a->budget) ? SETTLE_SLOW_NS
+									   : SETTLE_NS;
 }
 
 static void set_window_kept(struct arming *a, uint64_t start, uint64_t end, double duty,
@@ -420,13 +432,13 @@ static void kept_check(struct arming *a)
 }
 
 /*
- * One window: attaches group g, opens the gate SETTLE_NS later for len ns, and removes the
+ * One window: attaches group g, opens the gate settle_ns() later for len ns, and removes the
  * probes when it ends. *cycle_ns gets the wall time of the attach and the detach.
  */
 static int window(struct arming *a, enum attach_group g, uint64_t len, double duty,
 		  uint64_t *cycle_ns)
 {
-	uint64_t t0 = mono_ns(), since;
+	uint64_t t0 = mono_ns(), since, settle = settle_ns(a);
 
 	a->window_open = 1;
 	if (arm_group(a, g)) {
@@ -439,9 +451,8 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 	 * link_create returns). The gate opens by itself at its start time: waking up to open it
 	 * would take a core from a worker just as the window begins. */
 	since = mono_ns();
-	set_window(a, since + SETTLE_NS, since + SETTLE_NS + len, duty, since,
-		   g == ATTACH_ARMED_LEAN);
-	sleep_until(a, since + SETTLE_NS + len);
+	set_window(a, since + settle, since + settle + len, duty, since, g == ATTACH_ARMED_LEAN);
+	sleep_until(a, since + settle + len);
 	/* CLOCK_MONOTONIC, as a target's own clock: a target counting its work can tell what
 	 * the windows saw from what it did (tools/window-truth.py). */
 	if (a->verbose)
@@ -449,7 +460,7 @@ static int window(struct arming *a, enum attach_group g, uint64_t len, double du
 			"dial9-bpf: window: %s, attach from %" PRIu64 ", gate %" PRIu64 "-%" PRIu64
 			" ns\n",
 			g == ATTACH_ARMED_LEAN ? "lean" : "sampling", t0,
-			(uint64_t)(since + SETTLE_NS), (uint64_t)(since + SETTLE_NS + len));
+			(uint64_t)(since + settle), (uint64_t)(since + settle + len));
 	t0 = mono_ns() - (since - t0); /* the attach's wall time, plus the detach's below */
 	disarm(a);
 	a->window_open = 0;
@@ -671,7 +682,7 @@ static int run_lean_window(struct arming *a, uint64_t epoch, uint64_t w)
 
 	if (w && w < LEAN_MIN_WINDOW_NS)
 		w = LEAN_MIN_WINDOW_NS;
-	need = w + SETTLE_NS + (uint64_t)a->window_wall_ns + 20000000ULL;
+	need = w + settle_ns(a) + (uint64_t)a->window_wall_ns + 20000000ULL;
 	if (!w || now + need >= end)
 		return 0;
 	start = now + (uint64_t)(uniform(a) * (double)(end - need - now));
@@ -844,13 +855,13 @@ static void read_counters(struct arming *a, struct reading *r)
 		  prog_run_ns(a->skel->progs.lp_switch) + prog_run_ns(a->skel->progs.cpu_tick);
 }
 
-static struct duty_limits duty_limits_of(const struct arming *a)
+static struct duty_limits duty_limits_of(struct arming *a)
 {
 	return (struct duty_limits){
 	    .budget = a->budget,
 	    .window_cpu_ns = a->window_cpu_ns,
 	    .window_wall_ns = a->window_wall_ns,
-	    .settle_ns = (double)SETTLE_NS,
+	    .settle_ns = (double)settle_ns(a),
 	    .min_window_ns = MIN_WINDOW_NS,
 	    .window_share = WINDOW_BUDGET_SHARE,
 	};
