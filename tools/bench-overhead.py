@@ -390,7 +390,7 @@ def run_workload(mode, args, workdir, log):
         for rec in segs:
             segment_figures(demo, rec)
             try:
-                tool_outputs(rec, args.seg, args.workers)
+                tool_outputs(rec, args.seg, worker_threads(args.workers))
             except (OSError, ValueError, KeyError) as e:
                 rec["rc"], rec["error"] = -1, f"reading the tool's outputs: {e!r}"
     finally:
@@ -446,6 +446,11 @@ def pct(x):
 def per_sample(segs, field):
     n = sum(r.get("samples", 0) for r in segs)
     return sum(r[field] for r in segs) / n if n else None
+
+
+def worker_threads(workers):
+    """Threads that run tasks: --workers 0 is a current_thread runtime, one thread."""
+    return max(workers, 1)
 
 
 def summarize(res, workers):
@@ -724,7 +729,7 @@ def main():
 
 
 def report(results, head, args):
-    summs = [summarize(res, args.workers) for res in results]
+    summs = [summarize(res, worker_threads(args.workers)) for res in results]
     md = head + "\n\n" + "\n\n".join(markdown(s, args) for s in summs) + "\n"
     print(md)
     if args.md:
