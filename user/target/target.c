@@ -916,8 +916,14 @@ static void wake_wake_probes(struct target *t, const uint64_t *window_hits, size
 	for (size_t i = 0; i < t->nprobes && i < n && !seen; i++)
 		seen = t->probes[i].kind == PROBE_IDLE && window_hits[i] && t->probes[i].name &&
 		       strstr(t->probes[i].name, "::current_thread::");
-	for (size_t i = 0; i < t->nprobes && seen; i++)
+	for (size_t i = 0; i < t->nprobes && seen; i++) {
+		/* Never attached so far, so never hit: counted as hit until windows show otherwise,
+		 * or the kept link (arming.c) would take every wake probe at once and leave the
+		 * hottest of them in place between windows until their hits evicted them. */
+		if (t->probes[i].dormant)
+			t->probes[i].hits = 1.0;
 		t->probes[i].dormant = false;
+	}
 }
 
 int target_rank_probes(struct target *t, const uint64_t *window_hits, size_t n)
