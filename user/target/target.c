@@ -912,16 +912,21 @@ static int by_hits_desc(const void *x, const void *y, void *arg)
 static void wake_wake_probes(struct target *t, const uint64_t *window_hits, size_t n)
 {
 	bool seen = false;
+	double top = 0;
 
 	for (size_t i = 0; i < t->nprobes && i < n && !seen; i++)
 		seen = t->probes[i].kind == PROBE_IDLE && window_hits[i] && t->probes[i].name &&
 		       strstr(t->probes[i].name, "::current_thread::");
+	for (size_t i = 0; i < n && seen; i++)
+		top = top > (double)window_hits[i] ? top : (double)window_hits[i];
 	for (size_t i = 0; i < t->nprobes && seen; i++) {
-		/* Never attached so far, so never hit: counted as hit until windows show otherwise,
-		 * or the kept link (arming.c) would take every wake probe at once and leave the
-		 * hottest of them in place between windows until their hits evicted them. */
+		/* Never attached so far, so never hit: counted as hit as often as the most hit
+		 * probe (twice this window's, halved below) until windows show otherwise. Taken
+		 * as cold, the kept link (arming.c) took every wake probe at once and left the
+		 * hottest in place between windows until its hits evicted it; and in the cold
+		 * link a hot one stays in place through each window's detach (tens of ms). */
 		if (t->probes[i].dormant)
-			t->probes[i].hits = 1.0;
+			t->probes[i].hits = 2.0 * (top > 1.0 ? top : 1.0);
 		t->probes[i].dormant = false;
 	}
 }
