@@ -10,13 +10,12 @@ the epoch's gate length: mean and standard deviation per bin. A bin whose mean i
 gates of that length see the workers' mix other than the epoch does (the attach's stall and
 the burst after it fill a short gate's first milliseconds). Root.
 """
-import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from harness import DEMO_NOFP, Demo, remove_tmpdirs, run_tool, tmpdir  # noqa: E402
+from harness import DEMO_NOFP, Demo, read_metadata, remove_tmpdirs, run_tool, tmpdir  # noqa: E402
 
 BINS = ((0, 1), (1, 2), (2, 4.5), (4.5, 10), (10, 1000))
 
@@ -35,8 +34,7 @@ def one_run(extra):
         truth = d.seconds()
     finally:
         d.stop()
-    with open(os.path.join(out, "metadata.json")) as f:
-        meta = json.load(f)
+    meta = read_metadata(out)
     cpu = {}
     for c in meta["count_terms"]:
         if "cpu_kind" in (c["future"] or ""):

@@ -915,7 +915,6 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 	    .hits = gated,
 	    .tool_other_ns = tool_ns - nwin * a->window_cpu_ns,
 	    .windows_ns = nwin * a->window_cpu_ns,
-	    .windows = nwin,
 	};
 
 	own_ns = (double)(r1->cpu - r0->cpu) - probe_ns;

@@ -52,7 +52,6 @@ struct duty_epoch {
 	double own_ns; /* the target's own CPU (its CPU minus probe_ns) */
 	double tool_other_ns;
 	double windows_ns; /* the tool's CPU for the windows' attach and detach */
-	uint32_t windows;  /* windows made, sampling and lean */
 	/* What the run's start-up cost beyond the above (the first epoch's tool CPU and hits
 	 * outside its gate): paid back, not planned on, as it is not spent again. */
 	double startup_ns;
