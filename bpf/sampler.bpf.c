@@ -1658,12 +1658,24 @@ static __always_inline int on_park_return(struct pt_regs *ctx, __u32 park_point,
 	return 0;
 }
 
-static __always_inline bool hit_in_gate(void)
+/* A hit counted by where the window was (enum d9_arm_phase): the gate's hits scale with its
+ * length, the others come with every window. */
+static __always_inline void count_hit_phase(void)
 {
 	__u32 zero = 0;
 	struct d9_arming *arm = bpf_map_lookup_elem(&arming, &zero);
+	__u64 now;
 
-	return arm && in_gate(arm, bpf_ktime_get_ns());
+	if (!arm)
+		return;
+	if (arm->phase == D9_PHASE_ATTACH) {
+		count(D9_CNT_ATTACH_HITS);
+	} else if (arm->phase == D9_PHASE_DETACH) {
+		count(D9_CNT_DETACH_HITS);
+	} else if (arm->phase == D9_PHASE_WINDOW) {
+		now = bpf_ktime_get_ns();
+		count(in_gate(arm, now) ? D9_CNT_GATE_HITS : D9_CNT_SETTLE_HITS);
+	}
 }
 
 /* Every armed probe's hit: counted (the cost driver), per probe (ranking), and the kept
@@ -1675,8 +1687,7 @@ static __always_inline void count_hit(__u64 cookie)
 	count(D9_CNT_HITS);
 	if (idx < D9_MAX_PROBES)
 		__sync_fetch_and_add(&probe_hits[idx], 1);
-	if (hit_in_gate())
-		count(D9_CNT_GATE_HITS);
+	count_hit_phase();
 	if (cookie & D9_COOKIE_XOL)
 		count(D9_CNT_HITS_XOL);
 	/* Worker-park probes are never kept, and are not what the alarm watches. Two CPUs may

@@ -148,6 +148,16 @@ struct d9_arming {
 	 * the window with a lower id was spawned, and so first polled, before: its poll is a
 	 * resume, however rarely it runs. */
 	__u64 next_task_id;
+	/* Where the window is (enum d9_arm_phase), so that the hits it costs outside the gate
+	 * are counted by cause: putting the links in, settling, taking them out. */
+	__u64 phase;
+};
+
+enum d9_arm_phase {
+	D9_PHASE_IDLE = 0, /* between windows: only kept probes are in place */
+	D9_PHASE_ATTACH,   /* a window's links going in */
+	D9_PHASE_WINDOW,   /* settling before the gate (window_start), the gate, its end */
+	D9_PHASE_DETACH,   /* the gate closed, the links coming out */
 };
 
 /*
@@ -446,6 +456,12 @@ enum d9_counter {
 	D9_CNT_EBPF_UNWIND_ERRORS,    /* a stack read failed or the walk made no progress */
 	D9_CNT_EBPF_UNWIND_DEPTH,     /* D9_MAX_STACK_DEPTH frames taken */
 	D9_CNT_LP_SLEEPS, /* a worker slept inside a poll: its stack taken, in case it is long */
+	/* The hits outside the gate (part of D9_CNT_HITS) by phase (enum d9_arm_phase): while a
+	 * window's links go in, while it settles before the gate (and after the gate until the
+	 * arming thread wakes to close it), while they come out. */
+	D9_CNT_ATTACH_HITS,
+	D9_CNT_SETTLE_HITS,
+	D9_CNT_DETACH_HITS,
 	D9_CNT_MAX,
 };
 

@@ -213,6 +213,24 @@ def windows_sized_by_samples_at_99hz():
 
 
 @test
+def hits_outside_the_gate_counted_by_phase():
+    """Each hit of a window's probes is counted by where the window was: in the gate, while its
+    links go in, while it settles before the gate, while its links come out (the program reads
+    the phase the arming thread writes). Only hits on kept probes between windows are in none,
+    and the three outside the gate come with every window."""
+    meta = hot_runs()["meta"]
+    c, windows = meta["counters"], meta["overhead"]["windows"]
+    phases = {k: c[f"probe_hits_{k}"] for k in ("in_gate", "attaching", "settling", "detaching")}
+    rest = c["probe_hits"] - sum(phases.values())
+    assert windows >= 4, f"only {windows} windows"
+    assert all(phases.values()), f"a phase with no hit in {windows} windows: {phases}"
+    assert 0 <= rest <= max(meta["overhead"]["kept_hits"], 0.02 * c["probe_hits"]), \
+        f"{rest} hits in no phase, {meta['overhead']['kept_hits']} on kept probes: {phases}"
+    return (f"per window: " + ", ".join(f"{k} {v / windows:.0f}" for k, v in phases.items())
+            + f"; {rest} on kept probes")
+
+
+@test
 def cap_binds_only_at_the_burst_in_windows():
     """The cap's bucket is refilled whole at each epoch: in windows an epoch's ~hz selections
     all come in a few ms, and refilled at hz with time (or by hz per epoch) it would sit

@@ -60,6 +60,9 @@ static const char *const counter_names[D9_CNT_MAX] = {
     [D9_CNT_EBPF_UNWIND_ERRORS] = "ebpf_unwind_errors",
     [D9_CNT_EBPF_UNWIND_DEPTH] = "ebpf_unwind_max_depth",
     [D9_CNT_LP_SLEEPS] = "sleeps_in_polls",
+    [D9_CNT_ATTACH_HITS] = "probe_hits_attaching",
+    [D9_CNT_SETTLE_HITS] = "probe_hits_settling",
+    [D9_CNT_DETACH_HITS] = "probe_hits_detaching",
 };
 
 /* --unwind ebpf: the tables the BPF walker used, and how its walks ended. */

@@ -202,6 +202,14 @@ static uint64_t settle_ns(struct arming *a)
 									   : SETTLE_NS;
 }
 
+static void put_arming(struct arming *a)
+{
+	uint32_t zero = 0;
+
+	bpf_map__update_elem(a->skel->maps.arming, &zero, sizeof(zero), &a->armed, sizeof(a->armed),
+			     BPF_ANY);
+}
+
 static void set_window_kept(struct arming *a, uint64_t start, uint64_t end, double duty,
 			    uint64_t armed_since, bool lean, bool kept_only)
 {
@@ -213,16 +221,23 @@ static void set_window_kept(struct arming *a, uint64_t start, uint64_t end, doub
 	    .generation = a->generation,
 	    .lean = lean,
 	    .kept_only = kept_only,
+	    .phase = end ? D9_PHASE_WINDOW : D9_PHASE_IDLE,
 	};
 	uint64_t next_id;
-	uint32_t zero = 0;
 
 	/* Read as the window is armed: tasks with lower ids had their first poll before it. */
 	if (a->next_id_addr && duty < 1.0 && !kept_only &&
 	    !tokio_next_id_read(a->t->pid, a->next_id_addr, &next_id))
 		w.next_task_id = next_id;
+	a->armed = w;
+	put_arming(a);
+}
 
-	bpf_map__update_elem(a->skel->maps.arming, &zero, sizeof(zero), &w, sizeof(w), BPF_ANY);
+/* The window's phase alone, for the program's count of hits by phase. */
+static void set_phase(struct arming *a, enum d9_arm_phase phase)
+{
+	a->armed.phase = phase;
+	put_arming(a);
 }
 
 static void set_window(struct arming *a, uint64_t start, uint64_t end, double duty,
@@ -306,6 +321,7 @@ static int arm_group(struct arming *a, enum attach_group g)
 	int err;
 
 	a->generation++;
+	set_phase(a, D9_PHASE_ATTACH);
 	err = attach_probes(a->skel, a->t, g, &a->links);
 	dt = mono_ns() - t0;
 	pthread_mutex_lock(&a->lock);
@@ -325,6 +341,7 @@ static void disarm(struct arming *a)
 {
 	/* Close the gate first: hits while the links are torn down must not count. */
 	set_window(a, 0, 0, a->duty, 0, false);
+	set_phase(a, D9_PHASE_DETACH);
 	/* Synchronously: removing probes holds the target's mmap lock for writing, and a trap
 	 * on a probe still in place then waits for it. A window opened while an earlier one is
 	 * still being torn down sees the target slowed down, and fewer transitions than it
@@ -332,6 +349,8 @@ static void disarm(struct arming *a)
 	detach_probes(&a->links);
 	if (a->kept.n)
 		set_window_kept(a, 0, 0, a->duty, 0, false, true);
+	else
+		set_phase(a, D9_PHASE_IDLE);
 }
 
 /* Replaces the kept link by one holding the probes marked kept now. */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include "attach.h"
 #include "calibrate.h"
+#include "dial9_bpf.h"
 #include "duty.h"
 #include "hit_cost.h"
 
@@ -108,6 +109,8 @@ struct arming {
 	 * loader then leaves the ring buffer alone, since running it would take a core from a
 	 * worker exactly while transitions are counted. Written after each window closes. */
 	volatile int window_open;
+	/* What the arming map holds: set_phase() changes the phase alone. */
+	struct d9_arming armed;
 	int notify_fd; /* eventfd, -1 if none */
 
 	/* read by the main thread under lock */
