@@ -351,25 +351,21 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 	} else {
 		/* No return probe on polls: see finish_frame() in bpf/sampler.bpf.c; park points
 		 * whose outcome their return says get one (none in lean windows, which have no
-		 * park points). Cold probes first and hot ones last (detach_probes removes the hot
-		 * links first): installing takes milliseconds, and the target pays for every hit
-		 * on a probe in place. A return link goes in before and out after its entry link
-		 * among the cold ones; the hot entry and return links come out at once. With
-		 * sessions those park points are in the session links only. */
+		 * park points). Cold probes first and hot ones last (detach_probes takes every link
+		 * out at once, the hot ones started first): installing takes milliseconds, and the
+		 * target pays for every hit on a probe in place. A return link goes in before its
+		 * entry link. With sessions those park points are in the session links only. */
 		bool lean = g == ATTACH_ARMED_LEAN;
-		size_t before;
 
 		err = lean ? 0 : attach_ret(a, skel, t, is_ret_cold);
 		if (!err)
 			err = attach_filtered(a, skel->progs.probe_entry, t,
 					      lean ? is_lean_cold : is_armed_cold, false);
-		before = a->n;
 		if (!err)
 			err = attach_filtered(a, skel->progs.probe_entry, t,
 					      lean ? is_lean_hot : is_hot, false);
 		if (!err && !lean)
 			err = attach_ret(a, skel, t, is_ret_hot);
-		a->hot = a->n - before;
 	}
 	if (err)
 		detach_probes(a);
@@ -380,6 +376,8 @@ struct detach_slice {
 	struct attachment *a;
 	size_t lo, hi;
 };
+
+enum { DETACH_THREADS = 8 };
 
 static void *detach_slice(void *arg)
 {
@@ -394,62 +392,63 @@ static void *detach_slice(void *arg)
 	return NULL;
 }
 
-void detach_probes(struct attachment *a)
+/* Closes each slice in a thread of its own, started in the order given; a slice whose
+ * thread cannot start is closed here. */
+static void detach_slices(struct detach_slice *slices, size_t n)
 {
-	enum { NTHREADS = 8 };
-	struct detach_slice slices[NTHREADS];
-	pthread_t th[NTHREADS];
-	bool started[NTHREADS] = {};
-	size_t per;
+	pthread_t th[DETACH_THREADS];
+	bool started[DETACH_THREADS] = {};
 
-	if (!a->n)
-		goto out;
-	if (a->multi) {
-		/* The hot links (the last) here and in a thread of their own, the others side by
-		 * side in another: closing a link waits for an RCU tasks-trace grace period (~25 ms
-		 * here) after taking its probes out, and closed one after the other, the cold
-		 * link's probes would stay in place, and be hit, all that time. Every removal takes
-		 * the target's mmap lock for writing and a hit on a probe still in place waits for
-		 * it, so the hot links should go first: they hold only the few most hit offsets
-		 * (target_rank_probes). A hot park point's return link comes out with its entry
-		 * link: while either is in, every call still traps. */
-		size_t hot = a->hot ? a->hot : 1;
-		struct detach_slice rest = {a, 0, a->n - hot}, other = {a, a->n - 2, a->n - 1};
-		pthread_t t, t2;
-		bool started = rest.hi > 0 && !pthread_create(&t, NULL, detach_slice, &rest);
-		bool started2 = hot > 1 && !pthread_create(&t2, NULL, detach_slice, &other);
-
-		if (hot > 1 && !started2)
-			detach_slice(&other);
-		close(a->fds[a->n - 1]);
-		if (started)
-			pthread_join(t, NULL);
-		else
-			detach_slice(&rest);
-		if (started2)
-			pthread_join(t2, NULL);
-		goto out;
-	}
-	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
-	 * links from several threads overlaps those waits. */
-	per = (a->n + NTHREADS - 1) / NTHREADS;
-	for (int i = 0; i < NTHREADS; i++) {
-		slices[i].a = a;
-		slices[i].lo = i * per < a->n ? i * per : a->n;
-		slices[i].hi = slices[i].lo + per < a->n ? slices[i].lo + per : a->n;
+	for (size_t i = 0; i < n; i++) {
 		if (slices[i].lo == slices[i].hi)
 			continue;
 		started[i] = !pthread_create(&th[i], NULL, detach_slice, &slices[i]);
 		if (!started[i])
 			detach_slice(&slices[i]);
 	}
-	for (int i = 0; i < NTHREADS; i++)
+	for (size_t i = 0; i < n; i++)
 		if (started[i])
 			pthread_join(th[i], NULL);
+}
+
+void detach_probes(struct attachment *a)
+{
+	struct detach_slice slices[DETACH_THREADS];
+	size_t per, n = 0;
+
+	if (!a->n)
+		goto out;
+	if (a->multi) {
+		/* Every link in a thread of its own, the hot ones (the last) started first:
+		 * closing a link waits for an RCU tasks-trace grace period (~25 ms here) after
+		 * taking its probes out, and a link closed after another keeps its probes in
+		 * place, and hit, all that time: closed one after the other, the cold links kept
+		 * the probes hit now and then, below the hot link's share (target_rank_probes),
+		 * in place for it, and a window's hits while its probes came out were half as
+		 * many as its gate's (bench/RESULTS.md, "Where a window's hits fall"). Every
+		 * removal takes the target's mmap lock for writing and a hit on a probe still in
+		 * place waits for it, so the hot links, which hold only the few most hit offsets,
+		 * go first. A hot park point's return link comes out with its entry link: while
+		 * either is in, every call still traps. */
+		for (size_t i = a->n; i > 0 && n < DETACH_THREADS; i--, n++)
+			slices[n] = (struct detach_slice){a, i - 1, i};
+		slices[n - 1].lo = 0; /* the coldest links together, past DETACH_THREADS */
+		detach_slices(slices, n);
+		goto out;
+	}
+	/* Each removal waits for an RCU grace period in the tool, not in the target; removing
+	 * links from several threads overlaps those waits. */
+	per = (a->n + DETACH_THREADS - 1) / DETACH_THREADS;
+	for (; n < DETACH_THREADS; n++) {
+		slices[n].a = a;
+		slices[n].lo = n * per < a->n ? n * per : a->n;
+		slices[n].hi = slices[n].lo + per < a->n ? slices[n].lo + per : a->n;
+	}
+	detach_slices(slices, n);
 out:
 	free(a->links);
 	free(a->fds);
 	a->links = NULL;
 	a->fds = NULL;
-	a->n = a->cap = a->hot = 0;
+	a->n = a->cap = 0;
 }

@@ -25,7 +25,6 @@ struct attachment {
 	size_t n;
 	size_t cap;
 	size_t probes; /* uprobes (offset x entry/return) installed */
-	size_t hot;    /* the last links are hot: the entry link and its return link, if any */
 };
 
 /* Whether this kernel has uprobe_multi links; DIAL9_UPROBE_MULTI=0 forces per-offset links. */
