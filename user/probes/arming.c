@@ -1289,6 +1289,9 @@ int arming_start(struct arming *a)
 	if (err)
 		return err;
 	disarm(a);
+	/* Its hits rank the probes: unranked, every poll probe is hot by kind, and the first
+	 * window would put them all in last, in one link of thirty, and be hit through it. */
+	update_probe_order(a);
 	err = pthread_create(&a->thread, NULL, arming_thread, a);
 	if (err)
 		return -err;
