@@ -422,14 +422,13 @@ void detach_probes(struct attachment *a)
 		/* Every link in a thread of its own, the hot ones (the last) started first:
 		 * closing a link waits for an RCU tasks-trace grace period (~25 ms here) after
 		 * taking its probes out, and a link closed after another keeps its probes in
-		 * place, and hit, all that time: closed one after the other, the cold links kept
-		 * the probes hit now and then, below the hot link's share (target_rank_probes),
-		 * in place for it, and a window's hits while its probes came out were half as
-		 * many as its gate's (bench/RESULTS.md, "Where a window's hits fall"). Every
-		 * removal takes the target's mmap lock for writing and a hit on a probe still in
-		 * place waits for it, so the hot links, which hold only the few most hit offsets,
-		 * go first. A hot park point's return link comes out with its entry link: while
-		 * either is in, every call still traps. */
+		 * place, and hit, all that time: the cold links hold probes hit now and then,
+		 * below the hot link's share (target_rank_probes), and they must not wait for each
+		 * other (bench/RESULTS.md, "Where a window's hits fall"). Every removal takes the
+		 * target's mmap lock for writing and a hit on a probe still in place waits for it,
+		 * so the hot links, which hold only the few most hit offsets, go first. A hot park
+		 * point's return link comes out with its entry link: while either is in, every
+		 * call still traps. */
 		for (size_t i = a->n; i > 0 && n < DETACH_THREADS; i--, n++)
 			slices[n] = (struct detach_slice){a, i - 1, i};
 		slices[n - 1].lo = 0; /* the coldest links together, past DETACH_THREADS */
