@@ -14,6 +14,7 @@ from harness import (DEMO_FP, DEMO_NOFP, Demo, check_or_known, clean_epochs, cou
 import importlib.util  # noqa: E402
 
 import test_flavours as tf  # noqa: E402
+import test_tokio_matrix as tm  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location(
     "coverage", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
@@ -130,12 +131,16 @@ def cpu_bound_counts_steady_with_more_workers_than_cpus():
 
 @test
 def counts_at_50_a_second_per_worker():
-    """The ground-truth workload of the test above (3 workers on 2 CPUs, a plain release
-    build) at --per-worker-hz 50: a window draws five times as many stacks, so captures take
-    a larger part of its time and of the budget, and each worker's p is three times as high.
-    Every kind counted within 10% of the truth, every worker within 10% of 50 a second, at most
-    2% of worker-epochs capped."""
-    samples, meta, truth = profile([], 20, "--per-worker-hz", 50, workers=3, binary=DEMO_NOFP)
+    """The ground-truth workload of the test above (3 workers on 2 CPUs, a release build)
+    at --per-worker-hz 50, built against the newest Tokio release of the matrix
+    (mk/tokio-matrix.mk), so that the defaults are checked on a current release too: a window
+    draws five times as many stacks, so captures take a larger part of its time and of the
+    budget, and each worker's p is three times as high. Every kind counted within 10% of the
+    truth, every worker within 10% of 50 a second, at most 2% of worker-epochs capped."""
+    newest = tm.releases()[-1]
+    binary = os.path.join(os.path.dirname(DEMO_NOFP), f"demo-tokio-{newest}")
+    assert os.path.exists(binary), f"{binary} missing: run make tokio-matrix"
+    samples, meta, truth = profile([], 20, "--per-worker-hz", 50, workers=3, binary=binary)
     good = sorted(clean_epochs(meta) & set(truth))
     assert len(good) >= 6, f"only {len(good)} clean epochs"
     counted = counted_vs_truth(meta, truth, set(good))
@@ -143,8 +148,9 @@ def counts_at_50_a_second_per_worker():
              for k in ("cpu", "timer", "channel")}
     rates, capped, of = delivery(meta)
     assert len(rates) == 3, rates
-    desc = (f"{len(good)} epochs: counted " + ", ".join(f"{k} {r:.2f}" for k, r in kinds.items())
-            + "; per-worker samples/s " + ", ".join(f"{r:.1f}" for r in rates)
+    desc = (f"Tokio {newest}, {len(good)} epochs: counted "
+            + ", ".join(f"{k} {r:.2f}" for k, r in kinds.items()) + "; per-worker samples/s "
+            + ", ".join(f"{r:.1f}" for r in rates)
             + f"; capped {capped} of {of}; estimated cost "
             f"{meta['overhead']['est_overhead_pct']:.2f}%")
     check_or_known(all(0.9 <= r <= 1.1 for r in kinds.values()) and

@@ -31,7 +31,7 @@ def kind_of(sample):
     return None
 
 
-def profiled(flavour, duration=10, hz=400, workers=2, extra=()):
+def profiled(flavour, duration=6, hz=400, workers=2, extra=()):
     """One run of the tool (every poll probed) on a fresh flavours process; cached per
     flavour."""
     key = (flavour, duration, hz, workers, tuple(extra))

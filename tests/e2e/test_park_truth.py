@@ -64,7 +64,7 @@ def of_task(samples, fn):
     return [s for s in samples if any(fn in n for n in names(s))]
 
 
-def profile(pt, *args, duration=6, windows=False, env=None):
+def profile(pt, *args, duration=4, windows=False, env=None):
     out = tmpdir("d9pt-out-")
     rc, _, err = run_tool("--pid", pt.pid, "--duration", duration, "--output", out, *args,
                           timeout=duration + 60, windows=windows, env=env)
@@ -80,7 +80,7 @@ def share(part, whole):
 def join_names_the_pending_receive():
     """join!(rx.recv() fed late, sem.acquire() ready at once): the receive, never the acquire
     (the last park point hit in those polls)."""
-    pt = ParkTruth("join", 10)
+    pt = ParkTruth("join", 6)
     samples, _ = profile(pt, "--per-worker-hz", 20)
     truth = pt.finish()
     assert truth["join_rounds"] > 1000, truth
@@ -98,7 +98,7 @@ def handle_names_the_pending_join_handle():
     """join!(JoinHandle of a sleeping child, ready acquire): the JoinHandle, read from the
     joined task's state at its return; the child's own last poll (its Sleep returned Ready,
     with the timer's AtomicWaker registered inside it) names nothing."""
-    pt = ParkTruth("handle", 10)
+    pt = ParkTruth("handle", 6)
     samples, meta = profile(pt, "--per-worker-hz", 20)
     truth = pt.finish()
     assert truth["handle_rounds"] > 1000, truth
@@ -114,7 +114,7 @@ def handle_names_the_pending_join_handle():
 
 
 def select_check(env=None):
-    pt = ParkTruth("select", 10)
+    pt = ParkTruth("select", 6)
     samples, meta = profile(pt, "--per-worker-hz", 20, env=env)
     truth = pt.finish()
     assert truth["select_sleep_fired"] > 100 and truth["select_notify_fired"] > 100, truth
@@ -156,14 +156,14 @@ def server_run(binary, windows):
 
 def _server_run(binary, windows):
     assert shutil.which("wrk"), "wrk is missing: make deps installs it"
-    pt = ParkTruth("server", 16, binary=binary, tasks=0)
-    load = subprocess.Popen(["wrk", "-t1", "-c16", "-d14s",
+    pt = ParkTruth("server", 10, binary=binary, tasks=0)
+    load = subprocess.Popen(["wrk", "-t1", "-c16", "-d8s",
                              f"http://127.0.0.1:{pt.start['port']}/"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(1)
         args = ["--per-worker-hz", 99] if windows else ["--per-worker-hz", 20]
-        samples, meta = profile(pt, *args, duration=10, windows=windows)
+        samples, meta = profile(pt, *args, duration=6, windows=windows)
     finally:
         out, _ = load.communicate(timeout=30)
     truth = pt.finish()
