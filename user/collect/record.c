@@ -417,6 +417,42 @@ static void configure_bpf(struct record *r)
 	cpu_samples_configure(&r->cpu, skel, o->cpu_hz);
 }
 
+static void *load_debuginfo(void *unw)
+{
+	unwinder_load_debuginfo(unw);
+	return NULL;
+}
+
+/* The target's DWARF, read and indexed for inline names before sampling so that the windows
+ * do not pay for it: up to a quarter second, which needs only the target's modules and debug
+ * file, so it runs in a thread of its own while the BPF object loads. The thread shares no
+ * libelf or libdw handle with the rest of the setup. */
+static void start_debuginfo(struct record *r)
+{
+	r->unw = unwinder_new(r->o->pid);
+	r->unw_errno = errno;
+	if (!r->unw)
+		return;
+	if (r->t->symbols.method != DEBUGINFO_SYMTAB) {
+		const uint8_t *id;
+		size_t len = elf_file_build_id(r->t->elf, &id);
+
+		unwinder_set_debug_file(r->unw, r->t->symbols.path, id, len);
+	}
+	r->unw_loading = !pthread_create(&r->unw_thread, NULL, load_debuginfo, r->unw);
+	if (!r->unw_loading)
+		unwinder_load_debuginfo(r->unw);
+}
+
+/* The DWARF reader once loaded (NULL if it could not be made). */
+static struct unwinder *join_debuginfo(struct record *r)
+{
+	if (r->unw_loading)
+		pthread_join(r->unw_thread, NULL);
+	r->unw_loading = false;
+	return r->unw;
+}
+
 /* The target, locked against a second run, and the BPF object, loaded. */
 static int setup_bpf(struct record *r)
 {
@@ -431,6 +467,7 @@ static int setup_bpf(struct record *r)
 	unsetenv("DEBUGINFOD_URLS");
 	if (target_lock(r->t))
 		return 1;
+	start_debuginfo(r);
 	if (!o->seed_set && getrandom(&o->seed, sizeof(o->seed), 0) != sizeof(o->seed))
 		o->seed = mono_ns();
 	r->run.seed = o->seed;
@@ -535,19 +572,12 @@ static int setup_collector(struct record *r)
 	col->long_polls = &r->lp;
 	col->cpu = &r->cpu;
 	/* In fp mode too: DWARF names the calls inlined at each return address. */
-	col->unw = unwinder_new(o->pid);
-	if (col->unw && r->t->symbols.method != DEBUGINFO_SYMTAB) {
-		const uint8_t *id;
-		size_t len = elf_file_build_id(r->t->elf, &id);
-
-		unwinder_set_debug_file(col->unw, r->t->symbols.path, id, len);
-	}
-	/* Before sampling, so the windows do not pay for decompressing the DWARF. */
-	unwinder_load_debuginfo(col->unw);
+	col->unw = join_debuginfo(r);
+	r->unw = NULL;
 	if (!col->unw)
 		fprintf(stderr,
 			"dial9-bpf: failed to read the target's modules for DWARF: %s: %s\n",
-			strerror(errno),
+			strerror(r->unw_errno),
 			o->unwind == D9_UNWIND_DWARF
 			    ? "stacks fall back to frame pointers, inlined calls go unnamed"
 			    : "inlined calls go unnamed");
@@ -864,6 +894,7 @@ static void record_free(struct record *r)
 	if (r->pidfd >= 0)
 		close(r->pidfd);
 	ring_buffer__free(r->rb);
+	unwinder_free(join_debuginfo(r));
 	unwinder_free(r->col.unw);
 	unwind_tables_free(&r->utab);
 	collector_free(&r->col);

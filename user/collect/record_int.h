@@ -3,6 +3,7 @@
 #ifndef D9_RECORD_INT_H
 #define D9_RECORD_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,12 @@ struct record {
 	struct rb_slice slice;
 	struct symbolizer *sym;
 	struct collector col;
+	/* The DWARF reader, loading in a thread of its own while the BPF object loads, until
+	 * setup_collector hands it to col. */
+	struct unwinder *unw;
+	pthread_t unw_thread;
+	bool unw_loading;
+	int unw_errno;
 	struct task_types types;
 	struct out_dir outdir;
 	struct writer writers[8];
