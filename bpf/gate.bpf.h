@@ -139,7 +139,7 @@ static __always_inline void gate_account(struct thread_state *t, const struct d9
 			if (!arm->lean) {
 				t->gate.wait_ns += waited;
 				t->gate.busy_ns += span - waited;
-				if (t->clock_driven) {
+				if (t->clock_driven || t->guessed_chain) {
 					t->gate.clock_ns += span - waited;
 					t->gate.clock_hits++;
 				}

@@ -120,7 +120,11 @@ struct frame {
 	__u32 window;	 /* the arming generation it was selected in: its cluster */
 	__u32 park_how;	 /* how park_point was decided (enum d9_park_how) */
 	__u32 also_pending;
-	__u32 pad;
+	/* The kinds of park point hit in this poll: 1 a task-to-task primitive's (D9_COOKIE_SYNC),
+	 * 2 any other. A Sleep registers its waker through the same AtomicWaker::register_by_ref
+	 * as a channel's receive, inside Sleep::poll: only a poll that hit nothing but such
+	 * primitives waits on another task. */
+	__u32 park_kinds;
 	__u64 vtable; /* the task's, when selected */
 	__u64 leaf_ip;
 };
@@ -154,10 +158,17 @@ struct thread_state {
 	 * resumes come at the rate of its events, not at the rate its thread runs. */
 	__u32 clock_driven;
 	__u32 after_yield; /* the task now polled resumed from a yield */
-	__u64 capture_ns;  /* spent capturing since the last event (gate_account) */
+	/* Taken as woken by the poll it ran behind (resume_kind): a chain for its weight, but
+	 * clock-driven for the slowdown of the yielded tasks, whose useful time it is not. */
+	__u32 guessed_chain;
+	__u64 capture_ns; /* spent capturing since the last event (gate_account) */
 	/* This poll is left out of the hit-cost measurement (D9_CNT_FULL_*): it captured a
 	 * stack or follows one that did, and what a capture leaves in the caches is no hit's. */
 	__u32 cost_skip;
+	/* Where the wake chain of the poll that returned at this thread's latest poll entry
+	 * began: a task resumed right behind it was most likely woken by it (see resume_kind).
+	 * ns 0 when the thread parked or no poll returned there. */
+	struct mark behind;
 	__u64 hits_total;	/* every probe event on the thread */
 	__u64 capture_total_ns; /* every capture on the thread */
 	struct d9_gate_time gate;
@@ -176,6 +187,12 @@ struct task_state {
 
 /* Woken from inside another task's poll since it last resumed (on_wake). */
 #define D9_TS_WOKEN_BY_TASK 1
+/* Its last Pending poll parked last at a task-to-task primitive (D9_COOKIE_SYNC). */
+#define D9_TS_SYNC_PARK 2
+
+/* Set at the first wake probe hit, in any process of the run: from then on which task woke
+ * which is known, not guessed (resume_kind). */
+__u32 wakes_seen = 0;
 
 struct stack_buf {
 	__u64 ips[D9_MAX_STACK_DEPTH];
@@ -832,8 +849,10 @@ static __always_inline void task_went_pending(struct thread_state *t, struct fra
 					      __u64 end_ns)
 {
 	struct task_state *ts = bpf_map_lookup_elem(&tasks, &f->hdr);
-	struct task_state pending = {
-	    .pending_ns = end_ns, .last_park = f->last_park, .runtime = f->runtime};
+	struct task_state pending = {.pending_ns = end_ns,
+				     .last_park = f->last_park,
+				     .flags = f->park_kinds == 1 ? D9_TS_SYNC_PARK : 0,
+				     .runtime = f->runtime};
 
 	if (!ts) {
 		bpf_map_update_elem(&tasks, &f->hdr, &pending, BPF_ANY);
@@ -843,6 +862,7 @@ static __always_inline void task_went_pending(struct thread_state *t, struct fra
 	}
 	ts->pending_ns = end_ns;
 	ts->last_park = f->last_park;
+	ts->flags = f->park_kinds == 1 ? ts->flags | D9_TS_SYNC_PARK : ts->flags & ~D9_TS_SYNC_PARK;
 	set_mark(&ts->pending, t, tid, end_ns);
 }
 
@@ -986,6 +1006,7 @@ static __always_inline bool task_first_seen(struct thread_state *t, struct frame
 	f->flags |= D9_SF_BLOCKING;
 	t->clock_driven = 1;
 	t->after_yield = 0;
+	t->guessed_chain = 0;
 	/* A pool thread starting a task of its own: not a worker until worker::run says so,
 	 * and its time so far goes to no worker. */
 	if (t->depth == 1) {
@@ -1007,16 +1028,28 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 					struct task_state *ts, bool lean, __u32 tid, __u64 now)
 {
 	bool woken = ts && (ts->flags & D9_TS_WOKEN_BY_TASK);
+	/* Without wake probes, a task parked at a task-to-task primitive and resumed right
+	 * behind another task's poll on this thread, with no park between, is taken as woken
+	 * by that poll: a multi-thread worker runs the task a poll woke next (Tokio's LIFO
+	 * slot), and one woken by the driver runs after the worker's park or maintenance,
+	 * which empties behind. The wake probes cost a hit per wake, and a yield wakes its own
+	 * task, so they stay dormant on multi-thread runtimes (target.c). */
+	bool behind = !wakes_seen && !woken && ts && (ts->flags & D9_TS_SYNC_PARK) &&
+		      t->behind.ns && t->behind.tid == tid;
 
 	if (ts && ts->origin.ns)
 		f->origin = ts->origin;
+	else if (behind)
+		f->origin = t->behind;
 	else
 		set_mark(&f->origin, t, tid, now);
+	woken |= behind;
 	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
 	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
 	 * One that began on another worker ran partly in parallel with this one, and is left
 	 * clock-driven. */
 	t->clock_driven = !t->after_yield && !(woken && f->origin.tid == tid);
+	t->guessed_chain = behind && !t->clock_driven;
 	if (ts && !lean) {
 		ts->flags &= ~D9_TS_WOKEN_BY_TASK;
 		ts->origin.ns = 0;
@@ -1072,6 +1105,7 @@ static __always_inline void frame_init(struct thread_state *t, struct frame *f, 
 	f->last_park = D9_PARK_NONE;
 	f->park_how = D9_HOW_NONE;
 	f->also_pending = 0;
+	f->park_kinds = 0;
 	f->leaf_ip = 0;
 	t->leaf.sp = 0;
 	f->runtime = 0;
@@ -1182,6 +1216,20 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 		f->flags |= D9_SF_CAPPED;
 }
 
+/* The chain of the innermost poll that this entry shows has returned (see resume_kind). */
+static __always_inline void note_behind(struct thread_state *t, __u64 sp)
+{
+	__u32 d = t->depth;
+	struct frame *f;
+
+	t->behind.ns = 0;
+	if (d <= t->run_depth || d > D9_MAX_NEST)
+		return;
+	f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
+	if (f->entry_sp <= sp && !(f->flags & D9_SF_BLOCKING))
+		t->behind = f->origin;
+}
+
 static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 {
 	__u64 now = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
@@ -1202,6 +1250,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 		return 0;
 	drop_stale_frames(t, tid, arm->generation);
 	gate_account(t, arm, now, false);
+	note_behind(t, sp);
 	t->cost_skip = pop_frames(t, tid, sp, 0, arm->kept_only ? 0 : now);
 	depth = t->depth;
 	if (depth >= D9_MAX_NEST) {
@@ -1222,8 +1271,10 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	if (arm->lean) {
 		/* No park-point probe will say where this poll parks: the task keeps the
 		 * kind it had, and nothing is sampled. */
-		if (ts)
+		if (ts) {
 			f->last_park = ts->last_park;
+			f->park_kinds = ts->flags & D9_TS_SYNC_PARK ? 1 : 2;
+		}
 		return 0;
 	}
 	if (!ts) {
@@ -1264,6 +1315,7 @@ static __always_inline int on_wake(__u64 hdr)
 	struct frame *f;
 	__u32 d;
 
+	wakes_seen = 1;
 	if (t && arm)
 		gate_account(t, arm, now, t->parked);
 	if (!ts)
@@ -1514,6 +1566,7 @@ static __always_inline int on_park(struct pt_regs *ctx, __u32 park_point, __u64 
 		return 0;
 	f = &t->frames[(t->depth - 1) & (D9_MAX_NEST - 1)];
 	f->last_park = park_point;
+	f->park_kinds |= cookie & D9_COOKIE_SYNC ? 1 : 2;
 	if (f->flags & D9_SF_TASK_ID_OK) {
 		lp_learn_word(f->task_id);
 	} else if (lp_read_task && lp_id_word == D9_LP_UNLEARNED) {

@@ -103,6 +103,9 @@ enum d9_sample_flags {
 /* The cookie of the return probe of such a park point on kernels without uprobe sessions
  * (same program, its own link). */
 #define D9_COOKIE_RETURN (1ULL << 19)
+/* Set on the park points of Tokio's task-to-task primitives (semaphore, Notify, channel
+ * receive, JoinHandle): a task parked there is woken by another task's poll, as a rule. */
+#define D9_COOKIE_SYNC (1ULL << 20)
 #define D9_COOKIE_KIND(c) (((c) >> 8) & 0xff)
 #define D9_COOKIE_PARK(c) ((c)&0xff)
 /* Bits 32..: the probe's index in the loader's list, for the per-probe hit counts

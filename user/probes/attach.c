@@ -131,9 +131,15 @@ static uint64_t cookie_kind(const struct probe_spec *p)
 	}
 }
 
+static bool sync_group(enum probe_group g)
+{
+	return g == PG_ACQUIRE || g == PG_NOTIFIED || g == PG_ATOMIC_WAKER || g == PG_JOIN;
+}
+
 static uint64_t cookie_of(const struct target *t, const struct probe_spec *p, bool retprobe)
 {
 	return cookie_kind(p) | (p->xol ? D9_COOKIE_XOL : 0) |
+	       (p->kind == PROBE_PARK && sync_group(p->group) ? D9_COOKIE_SYNC : 0) |
 	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | (p->at_return ? D9_COOKIE_AT_RETURN : 0) |
 	       (retprobe ? D9_COOKIE_RETURN : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
 }
