@@ -1034,8 +1034,8 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 	 * slot), and one woken by the driver runs after the worker's park or maintenance,
 	 * which empties behind. The wake probes cost a hit per wake, and a yield wakes its own
 	 * task, so they stay dormant on multi-thread runtimes (target.c). */
-	bool behind = !wakes_seen && !woken && ts && (ts->flags & D9_TS_SYNC_PARK) &&
-		      t->behind.ns && t->behind.tid == tid;
+	bool behind =
+	    !woken && ts && (ts->flags & D9_TS_SYNC_PARK) && t->behind.ns && t->behind.tid == tid;
 
 	if (ts && ts->origin.ns)
 		f->origin = ts->origin;
@@ -1216,14 +1216,15 @@ static __always_inline void select_sample(struct thread_state *t, struct frame *
 		f->flags |= D9_SF_CAPPED;
 }
 
-/* The chain of the innermost poll that this entry shows has returned (see resume_kind). */
+/* The chain of the innermost poll that this entry shows has returned (see resume_kind); none
+ * once the wake probes say which task woke which. */
 static __always_inline void note_behind(struct thread_state *t, __u64 sp)
 {
 	__u32 d = t->depth;
 	struct frame *f;
 
 	t->behind.ns = 0;
-	if (d <= t->run_depth || d > D9_MAX_NEST)
+	if (wakes_seen || d <= t->run_depth || d > D9_MAX_NEST)
 		return;
 	f = &t->frames[(d - 1) & (D9_MAX_NEST - 1)];
 	if (f->entry_sp <= sp && !(f->flags & D9_SF_BLOCKING))

@@ -131,15 +131,10 @@ static uint64_t cookie_kind(const struct probe_spec *p)
 	}
 }
 
-static bool sync_group(enum probe_group g)
-{
-	return g == PG_ACQUIRE || g == PG_NOTIFIED || g == PG_ATOMIC_WAKER || g == PG_JOIN;
-}
-
 static uint64_t cookie_of(const struct target *t, const struct probe_spec *p, bool retprobe)
 {
 	return cookie_kind(p) | (p->xol ? D9_COOKIE_XOL : 0) |
-	       (p->kind == PROBE_PARK && sync_group(p->group) ? D9_COOKIE_SYNC : 0) |
+	       (p->kind == PROBE_PARK && probe_group_task_to_task(p->group) ? D9_COOKIE_SYNC : 0) |
 	       (p->at_callee ? D9_COOKIE_CALLEE : 0) | (p->at_return ? D9_COOKIE_AT_RETURN : 0) |
 	       (retprobe ? D9_COOKIE_RETURN : 0) | D9_COOKIE_INDEX((uint64_t)(p - t->probes));
 }
@@ -360,7 +355,8 @@ int attach_probes(struct sampler_bpf *skel, const struct target *t, enum attach_
 		 * park points). Cold probes first and hot ones last (detach_probes takes every link
 		 * out at once, the hot ones started first): installing takes milliseconds, and the
 		 * target pays for every hit on a probe in place. A return link goes in before its
-		 * entry link. With sessions those park points are in the session links only. */
+		 * entry link, so that no entry is hit without its return in place; a session link
+		 * holds both, and those park points are in no entry link. */
 		bool lean = g == ATTACH_ARMED_LEAN;
 
 		err = lean ? 0 : attach_ret(a, skel, t, is_ret_cold);

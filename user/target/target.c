@@ -128,6 +128,11 @@ const char *probe_group_name(enum probe_group g)
 	return g < PG_MAX ? groups[g].name : "?";
 }
 
+bool probe_group_task_to_task(enum probe_group g)
+{
+	return g == PG_ACQUIRE || g == PG_NOTIFIED || g == PG_ATOMIC_WAKER || g == PG_JOIN;
+}
+
 const char *probe_kind_name(enum probe_kind k)
 {
 	static const char *const names[] = {"raw::poll", "raw::dealloc", "worker::run", "park",

@@ -134,6 +134,10 @@ bool target_exe_changed(const struct target *t);
 int target_lock(struct target *t);
 const char *probe_kind_name(enum probe_kind k);
 const char *probe_group_name(enum probe_group g);
+/* Whether group g's park points are Tokio's task-to-task primitives' (a semaphore's Acquire,
+ * Notify, a channel's receive, a JoinHandle): a task parked there is woken by another task's
+ * poll, as a rule (D9_COOKIE_SYNC). */
+bool probe_group_task_to_task(enum probe_group g);
 
 /* Probes kept in group g. */
 size_t target_group_probes(const struct target *t, enum probe_group g);
