@@ -47,6 +47,7 @@ struct worker_info {
 	/* Closed epochs' d9_gate_time.woken_*, pooled: their ratio is a property of the
 	 * workload, which one epoch's few whole waits measure poorly. */
 	uint64_t woken_chain_ns, woken_cycle_ns, woken_hits, woken_capture_ns;
+	uint64_t runtime_key; /* of its samples (0 until one is seen) */
 	struct epoch_stat *epochs;
 	size_t nepochs;
 	size_t cap;
@@ -67,6 +68,13 @@ struct pending_sample;
 struct raw_copy;
 
 /* Reads a worker's still-open epoch from the BPF map; returns 0 when found. */
+/* An epoch's windows summed over its workers (collector.c, pool_terms): their time on the CPU
+ * as it would have been without the probes (in), and the terms of the yielded tasks' slowdown
+ * (useful and lost time, all hits and those in yielded tasks' polls). */
+struct yield_pool {
+	double in, useful, lost, hits, yield_hits;
+};
+
 typedef int (*open_epoch_fn)(void *ctx, uint64_t worker, struct d9_worker_state *out);
 /* The worker threads' CPU time while running a worker in a whole epoch, in ns; negative when
  * not known. */
@@ -87,8 +95,12 @@ struct collector {
 	double hit_cost_rel_se;	  /* and its relative standard error, kept with it */
 	worker_cpu_fn worker_cpu; /* NULL: yielded resumes' counts scaled by the duty alone */
 	void *worker_cpu_ctx;
-	uint64_t coverage_epoch; /* collector_yield_coverage's last answer, for that epoch */
+	/* The last epoch pooled over its workers (epoch_pool in collector.c), and what it gave:
+	 * the share of the workers' CPU time its windows saw (collector_yield_coverage), and the
+	 * terms of its yielded tasks' slowdown. */
+	uint64_t coverage_epoch;
 	double coverage;
+	struct yield_pool pool;
 	bool target_exec; /* the target exec'd (D9_REC_EXEC) */
 	/* The target's task types, to name each sample's future; task_root: root every stack
 	 * with a "task: FUTURE" frame (--no-task-root leaves it out). */
@@ -155,11 +167,15 @@ struct worker_info *collector_worker(struct collector *c, uint64_t key);
 void collector_note_tls_worker(struct collector *c, uint64_t key, uint32_t tid);
 /* How the worker was first identified: "tls_context", "worker_run_arg" or "thread". */
 const char *collector_worker_detection(const struct worker_info *w);
-/* The in-window slowdown of a task woken by another task's poll (pooled over w's epochs). */
-double collector_woken_factor(const struct worker_info *w, const struct d9_gate_time *g,
-			      double hit_cost_ns);
+/* The in-window slowdown of a task woken by another task's poll on worker w (pooled over the
+ * closed epochs of its runtime's workers; g, the open epoch's, when they have none). */
+double collector_woken_factor(const struct collector *c, const struct worker_info *w,
+			      const struct d9_gate_time *g);
+/* The yielded tasks' in-window slowdown in epoch, pooled over its workers (1 = none). */
+double collector_yield_slowdown(const struct collector *c, uint64_t epoch);
 /* What the in-window correction multiplies a resume's inclusion probability by, for a resume
- * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch;
+ * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch
+ * (a yielded resume's: the epoch's slowdown pooled over its workers);
  * *capped: whether the cap refused a selection in that worker-epoch; *elasticity (if not NULL):
  * by how many % a 1% error in the hit's cost moves the weight 1 / factor (0: not at all, or
  * the factor is at its floor). */

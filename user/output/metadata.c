@@ -122,8 +122,7 @@ static void write_workers(FILE *f, const struct collector *c, const struct run_s
 		fprintf(f,
 			", \"samples_written\": %" PRIu64
 			", \"woken_factor\": %.4f, \"woken_chain_share\": %s",
-			w->samples,
-			collector_woken_factor(w, &(struct d9_gate_time){}, c->hit_cost_ns),
+			w->samples, collector_woken_factor(c, w, &(struct d9_gate_time){}),
 			num_or_null(share, sizeof(share),
 				    w->woken_cycle_ns
 					? (double)w->woken_chain_ns / (double)w->woken_cycle_ns
@@ -309,13 +308,14 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
 			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\", "
-			"\"worker_cpu_ms\": %s}",
+			"\"worker_cpu_ms\": %s, \"yield_slowdown\": %.4f}",
 			n++ ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
 			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			arming_duty_limit(&a->log[i]),
 			a->log[i].worker_cpu_ns >= 0
 			    ? num_or_null(wcpu, sizeof(wcpu), a->log[i].worker_cpu_ns / 1e6)
-			    : "null");
+			    : "null",
+			collector_yield_slowdown(c, a->log[i].epoch));
 	}
 	fputs("]},\n", f);
 	pthread_mutex_unlock(&a->lock);
