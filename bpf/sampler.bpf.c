@@ -94,7 +94,10 @@ struct mark {
 	__u64 hits;
 	__u64 capture_ns;
 	__u32 tid;
-	__u32 pad;
+	/* An origin's: the chain began at a clock's event (the driver's wake of a timer or
+	 * I/O, or a resume neither after a yield nor woken by a task), not at a yielded
+	 * task's resume. */
+	__u32 clock;
 };
 
 struct frame {
@@ -127,7 +130,17 @@ struct frame {
 	__u32 park_kinds;
 	__u64 vtable; /* the task's, when selected */
 	__u64 leaf_ip;
+	/* A resume that a task woke, in a chain a clock began (chain_defer): its wait's terms
+	 * (d9_gate_time.woken_*) and its count's key, kept until the poll ends; D9_CHAIN_*. */
+	__u32 chain;
+	__u64 chain_cycle_ns, chain_ns, chain_hits, chain_capture_ns;
+	struct d9_count_key count_key;
 };
+
+#define D9_CHAIN_KEPT 1	   /* decided when the poll ends (chain_defer) */
+#define D9_CHAIN_WOKE 2	   /* this poll woke a task (on_wake) */
+#define D9_CHAIN_COUNTED 4 /* count_key holds the resume's count */
+#define D9_CHAIN_TERMS 8   /* chain_* hold its wait's terms */
 
 /* A park point entered in a selected poll whose outcome its return says: what the return
  * probe needs from the entry. Park points do not nest, so one per thread. */
@@ -866,6 +879,71 @@ static __always_inline void task_went_pending(struct thread_state *t, struct fra
 	set_mark(&ts->pending, t, tid, end_ns);
 }
 
+/* Adds n (may wrap: -1 takes one back) to k's count in resume_counts. */
+static __always_inline void count_key_add(const struct d9_count_key *k, __u64 duty, __u64 n)
+{
+	struct d9_count_val *v, fresh = {.resumes = n, .duty = duty};
+
+	v = bpf_map_lookup_elem(&resume_counts, k);
+	if (v) {
+		__sync_fetch_and_add(&v->resumes, n);
+		return;
+	}
+	if (!bpf_map_update_elem(&resume_counts, k, &fresh, BPF_NOEXIST))
+		return;
+	/* Another CPU put it in first, or the map is full. */
+	v = bpf_map_lookup_elem(&resume_counts, k);
+	if (v)
+		__sync_fetch_and_add(&v->resumes, n);
+	else
+		count(D9_CNT_COUNT_FULL);
+}
+
+/*
+ * A task woken by another task's poll, in a chain that a clock began (a timer's or I/O's
+ * wake, mark.clock), is slowed by the probes only if its own poll carries the chain on: a
+ * consumer that wakes its producer is part of the loop that sets how often the producer's
+ * timer is armed again, and every delay in it is a delay of the next round; one whose poll
+ * wakes no task hangs off that loop, its resumes come as often as the clock's, later by the
+ * probes' time but no fewer: the chain's factor would count it high. Which it is shows when
+ * the poll ends (chain_settle), so its wait's terms and its count's key wait in the frame.
+ * Only with the wake probes live: a guessed chain (resume_kind) knows no wakes.
+ */
+static __always_inline void chain_defer(struct thread_state *t, struct frame *f)
+{
+	if (!t->clock_driven && !t->after_yield && !t->guessed_chain && f->origin.clock)
+		f->chain = D9_CHAIN_KEPT;
+}
+
+static __always_inline void chain_settle(struct thread_state *t, struct frame *f)
+{
+	struct d9_count_key k;
+	struct d9_count_val *v;
+
+	if (!(f->chain & D9_CHAIN_KEPT))
+		return;
+	if (f->chain & D9_CHAIN_WOKE) {
+		if (f->chain & D9_CHAIN_TERMS) {
+			t->gate.woken_cycle_ns += f->chain_cycle_ns;
+			t->gate.woken_chain_ns += f->chain_ns;
+			t->gate.woken_hits += f->chain_hits;
+			t->gate.woken_capture_ns += f->chain_capture_ns;
+		}
+		return;
+	}
+	/* Off the loop: as a clock's resume. */
+	f->flags &= ~D9_SF_WOKEN_BY_TASK;
+	if (!(f->chain & D9_CHAIN_COUNTED))
+		return;
+	k = f->count_key;
+	v = bpf_map_lookup_elem(&resume_counts, &k);
+	if (!v)
+		return;
+	__sync_fetch_and_add(&v->resumes, (__u64)-1);
+	k.flags &= ~D9_SF_WOKEN_BY_TASK;
+	count_key_add(&k, v->duty, 1);
+}
+
 /*
  * A poll has returned: its task went Pending (state not COMPLETE) or completed. There is no
  * return probe (a uretprobe costs a second trap per poll, and re-attaching one in a busy
@@ -896,6 +974,7 @@ __noinline int finish_frame(struct thread_state *t, struct frame *f, __u32 tid, 
 				task_went_pending(t, f, tid, end_ns);
 		}
 	}
+	chain_settle(t, f);
 	if (f->selected)
 		emit_sample(f, tid, end_ns);
 	f->selected = 0;
@@ -1037,14 +1116,20 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
 	bool behind =
 	    !woken && ts && (ts->flags & D9_TS_SYNC_PARK) && t->behind.ns && t->behind.tid == tid;
 
-	if (ts && ts->origin.ns)
-		f->origin = ts->origin;
-	else if (behind)
-		f->origin = t->behind;
-	else
-		set_mark(&f->origin, t, tid, now);
-	woken |= behind;
 	t->after_yield = ts && ts->last_park == D9_PARK_YIELD;
+	if (ts && ts->origin.ns) {
+		f->origin = ts->origin;
+	} else if (behind) {
+		f->origin = t->behind;
+	} else {
+		set_mark(&f->origin, t, tid, now);
+		f->origin.clock = !t->after_yield && !woken;
+	}
+	/* A yield's waker may run after the poll, outside any (Tokio's defer): its chain is
+	 * the yielded task's, whatever the wake looked like. */
+	if (t->after_yield)
+		f->origin.clock = 0;
+	woken |= behind;
 	/* Only a chain that began on this thread: its slowdown is measured here (chain_account).
 	 * One that began on another worker ran partly in parallel with this one, and is left
 	 * clock-driven. */
@@ -1060,7 +1145,7 @@ static __always_inline void resume_kind(struct thread_state *t, struct frame *f,
  * waited, how much of that since its wake chain began, and the probes' hits and captures on
  * this thread since (d9_gate_time.woken_*). Only when the chain's start was on this thread:
  * another thread's counts say nothing of this one's. */
-static __always_inline void chain_account(struct thread_state *t, const struct frame *f,
+static __always_inline void chain_account(struct thread_state *t, struct frame *f,
 					  const struct task_state *ts, __u32 tid, __u64 now)
 {
 	const struct mark *from = f->origin.ns > ts->pending.ns ? &f->origin : &ts->pending;
@@ -1070,6 +1155,14 @@ static __always_inline void chain_account(struct thread_state *t, const struct f
 	    from->tid != tid || t->hits_total < from->hits ||
 	    t->capture_total_ns < from->capture_ns)
 		return;
+	if (f->chain & D9_CHAIN_KEPT) {
+		f->chain_cycle_ns = now - idle_start;
+		f->chain_ns = now - from->ns;
+		f->chain_hits = t->hits_total - from->hits;
+		f->chain_capture_ns = t->capture_total_ns - from->capture_ns;
+		f->chain |= D9_CHAIN_TERMS;
+		return;
+	}
 	t->gate.woken_cycle_ns += now - idle_start;
 	t->gate.woken_chain_ns += now - from->ns;
 	t->gate.woken_hits += t->hits_total - from->hits;
@@ -1109,14 +1202,15 @@ static __always_inline void frame_init(struct thread_state *t, struct frame *f, 
 	f->leaf_ip = 0;
 	t->leaf.sp = 0;
 	f->runtime = 0;
+	f->chain = 0;
 }
 
-/* Counts an eligible resume in resume_counts, by task type, worker, epoch, window and kind. */
-static __always_inline void count_resume(const struct thread_state *t, const struct frame *f,
+/* Counts an eligible resume in resume_counts, by task type, worker, epoch, window and kind; a
+ * resume whose kind its poll's end decides keeps its key in the frame (chain_defer). */
+static __always_inline void count_resume(const struct thread_state *t, struct frame *f,
 					 const struct d9_arming *arm, __u64 worker, __u64 epoch)
 {
 	struct d9_count_key k = {.worker = worker, .epoch = (__u32)epoch};
-	struct d9_count_val *v, fresh = {.resumes = 1, .duty = arm->duty};
 
 	if (bpf_probe_read_user(&k.vtable, sizeof(k.vtable), (void *)(f->hdr + hdr_vtable_off)))
 		return;
@@ -1127,19 +1221,11 @@ static __always_inline void count_resume(const struct thread_state *t, const str
 		k.flags |= D9_SF_AFTER_YIELD;
 	else if (!t->clock_driven)
 		k.flags |= D9_SF_WOKEN_BY_TASK;
-	v = bpf_map_lookup_elem(&resume_counts, &k);
-	if (v) {
-		__sync_fetch_and_add(&v->resumes, 1);
-		return;
+	count_key_add(&k, arm->duty, 1);
+	if (f->chain & D9_CHAIN_KEPT) {
+		f->count_key = k;
+		f->chain |= D9_CHAIN_COUNTED;
 	}
-	if (!bpf_map_update_elem(&resume_counts, &k, &fresh, BPF_NOEXIST))
-		return;
-	/* Another CPU put it in first, or the map is full. */
-	v = bpf_map_lookup_elem(&resume_counts, &k);
-	if (v)
-		__sync_fetch_and_add(&v->resumes, 1);
-	else
-		count(D9_CNT_COUNT_FULL);
 }
 
 /*
@@ -1292,6 +1378,7 @@ static __always_inline int on_poll_entry(struct pt_regs *ctx, __u64 hdr)
 	f->runtime = ts->runtime;
 	if (!gated)
 		return 0;
+	chain_defer(t, f);
 	idle_start = ts->pending_ns;
 	if (idle_start && idle_start >= arm->armed_since && ts->pending.ns == idle_start)
 		chain_account(t, f, ts, tid, now);
@@ -1326,9 +1413,11 @@ static __always_inline int on_wake(__u64 hdr)
 	if (!t) {
 		ts->origin.ns = now;
 		ts->origin.tid = 0;
+		ts->origin.clock = 1;
 		return 0;
 	}
 	set_mark(&ts->origin, t, tid, now);
+	ts->origin.clock = 1;
 	d = t->depth;
 	if (d <= t->run_depth || d > D9_MAX_NEST)
 		return 0;
@@ -1336,6 +1425,9 @@ static __always_inline int on_wake(__u64 hdr)
 	if (f->flags & D9_SF_BLOCKING)
 		return 0;
 	ts->flags |= D9_TS_WOKEN_BY_TASK;
+	/* A yield wakes its own task: that carries no chain on. */
+	if (f->hdr != hdr)
+		f->chain |= D9_CHAIN_WOKE;
 	if (f->origin.ns)
 		ts->origin = f->origin;
 	return 0;
