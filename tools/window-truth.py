@@ -13,7 +13,8 @@ counts over the truth (clean epochs). A gate ratio under 1 says the windows slow
 down, and the counts, made inside the gates, see that slower rate: the estimate then reads as
 low as the gate ratio. A second table splits the same rates by time from the gate's opening
 (the 2 ms before it are the attach's end): where an attach stalls the target, the work it held
-up runs in the gate's first milliseconds and is counted there. Root.
+up runs in the gate's first milliseconds and is counted there. D9_TOOL_ARGS adds arguments to
+the tool's (e.g. "--per-worker-hz 50"). Root.
 """
 import bisect
 import json
@@ -43,7 +44,8 @@ def run(workers, secs, demo_args, tmp):
                                 stdout=out, stderr=subprocess.DEVNULL)
         time.sleep(3)
         tool = subprocess.run([TOOL, "--pid", str(demo.pid), "-d", str(secs), "-v", "--quiet",
-                               "-o", os.path.join(tmp, "profile")],
+                               "-o", os.path.join(tmp, "profile"),
+                               *os.environ.get("D9_TOOL_ARGS", "").split()],
                               capture_output=True, text=True, timeout=secs + 60)
         demo.wait(timeout=60)
     with open(os.path.join(tmp, "dial9-bpf.stderr"), "w") as f:
