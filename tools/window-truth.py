@@ -13,13 +13,16 @@ counts over the truth (clean epochs). A gate ratio under 1 says the windows slow
 down, and the counts, made inside the gates, see that slower rate: the estimate then reads as
 low as the gate ratio. A second table splits the same rates by time from the gate's opening
 (the 2 ms before it are the attach's end): where an attach stalls the target, the work it held
-up runs in the gate's first milliseconds and is counted there. D9_TOOL_ARGS adds arguments to
-the tool's (e.g. "--per-worker-hz 50"). Root.
+up runs in the gate's first milliseconds and is counted there. Last, the CPU-bound tasks'
+in-window slowdown that would have counted them right against the one the tool measured (its
+price of a hit moves the second). D9_TOOL_ARGS adds arguments to the tool's (e.g.
+"--per-worker-hz 50"). Root.
 """
 import bisect
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +107,31 @@ def by_gate_time(ts, windows):
     return out
 
 
+def slowdown_check(ts, windows, meta):
+    """Per epoch, the yielded tasks' slowdown that would have counted the sorted resume times ts
+    right (their rate in the gates over the epoch's, over the gates' share of the workers' CPU
+    time against the epoch's: what the coverage divides by) against the one the tool measured
+    (overhead.epochs[].yield_slowdown); medians over the epochs."""
+    oncpu = {}
+    for w in meta["workers"]:
+        for e in w["epochs"]:
+            oncpu[e["epoch"]] = oncpu.get(e["epoch"], 0) + (e.get("window_oncpu_ms") or 0)
+    needed, measured = [], []
+    for e in meta["overhead"]["epochs"]:
+        lo, hi = e["epoch"] * 10**9, (e["epoch"] + 1) * 10**9
+        gates = [(g0, g1) for _, g0, g1 in windows if lo <= g0 < hi]
+        gate_ns = sum(g1 - g0 for g0, g1 in gates)
+        total = bisect.bisect_left(ts, hi) - bisect.bisect_left(ts, lo)
+        if not (gate_ns and total and e.get("worker_cpu_ms") and oncpu.get(e["epoch"])):
+            continue
+        inside = sum(bisect.bisect_left(ts, g1) - bisect.bisect_left(ts, g0) for g0, g1 in gates)
+        rate = inside / gate_ns / (total / 1e9)
+        cpu = oncpu[e["epoch"]] / (gate_ns / 1e6) / (e["worker_cpu_ms"] / 1000)
+        needed.append(rate / cpu)
+        measured.append(e.get("yield_slowdown") or 1)
+    return (statistics.median(needed), statistics.median(measured)) if needed else None
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -134,6 +162,13 @@ def main():
             continue
         print(f"{fn:24s} " + " ".join("     -" if r is None else f"{r:6.2f}"
                                       for r in by_gate_time(ts, windows)))
+    cpu = times.get("cpu_kind_task")
+    check = slowdown_check(cpu, windows, meta) if cpu else None
+    if check:
+        p = meta["overhead"].get("probe_hit_cost_ns") or {}
+        print(f"\nCPU-bound tasks' in-window slowdown, median by epoch: {check[0]:.3f} needed, "
+              f"{check[1]:.3f} measured (a hit priced at {p.get('per_hit') or 0:.0f} ns, "
+              f"relative standard error {p.get('per_hit_rel_se') or 0:.2f})")
 
 
 if __name__ == "__main__":
