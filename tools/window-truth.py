@@ -111,11 +111,15 @@ def slowdown_check(ts, windows, meta):
     """Per epoch, the yielded tasks' slowdown that would have counted the sorted resume times ts
     right (their rate in the gates over the epoch's, over the gates' share of the workers' CPU
     time against the epoch's: what the coverage divides by) against the one the tool measured
-    (overhead.epochs[].yield_slowdown); medians over the epochs."""
-    oncpu = {}
+    (the workers' window_slowdown, each weighed by its time on the CPU in the gates, as their
+    counts are); medians over the epochs."""
+    oncpu, weighed = {}, {}
     for w in meta["workers"]:
         for e in w["epochs"]:
-            oncpu[e["epoch"]] = oncpu.get(e["epoch"], 0) + (e.get("window_oncpu_ms") or 0)
+            on, s = e.get("window_oncpu_ms") or 0, e.get("window_slowdown") or 0
+            oncpu[e["epoch"]] = oncpu.get(e["epoch"], 0) + on
+            if on and s:
+                weighed[e["epoch"]] = weighed.get(e["epoch"], 0) + on / s
     needed, measured = [], []
     for e in meta["overhead"]["epochs"]:
         lo, hi = e["epoch"] * 10**9, (e["epoch"] + 1) * 10**9
@@ -128,7 +132,7 @@ def slowdown_check(ts, windows, meta):
         rate = inside / gate_ns / (total / 1e9)
         cpu = oncpu[e["epoch"]] / (gate_ns / 1e6) / (e["worker_cpu_ms"] / 1000)
         needed.append(rate / cpu)
-        measured.append(e.get("yield_slowdown") or 1)
+        measured.append(oncpu[e["epoch"]] / weighed[e["epoch"]] if weighed.get(e["epoch"]) else 1)
     return (statistics.median(needed), statistics.median(measured)) if needed else None
 
 

@@ -443,8 +443,8 @@ static int handle_record(struct collector *c, void *data, size_t size)
 /* What a sample needs of its worker's epoch: whether the cap refused a selection in it, and
  * the worker's in-window slowdown. From the closed epoch's record, else the open one's state
  * in the map; with neither, not capped and no slowdown. */
-static void epoch_view(const struct collector *c, const struct worker_info *w, uint64_t epoch,
-		       bool *capped, double *slowdown, struct d9_gate_time *gate)
+static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoch, bool *capped,
+		       double *slowdown, struct d9_gate_time *gate)
 {
 	struct d9_worker_state ws;
 
@@ -695,6 +695,36 @@ size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 	return symbolize_frames(c, pcs, n, frames);
 }
 
+double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
+			       uint32_t flags, bool *capped, double *elasticity)
+{
+	struct d9_gate_time gate;
+	double slowdown, f, e;
+
+	epoch_view(c, w, epoch, capped, &slowdown, &gate);
+	if (elasticity)
+		*elasticity = 0;
+	if (!(flags & D9_SF_WINDOWED))
+		return 1.0;
+	if (flags & D9_SF_AFTER_YIELD) {
+		/* At the floor the factor no longer follows the price, but it is off by as
+		 * much as the floor allows: that, not 0. */
+		e = collector_slowdown_sensitivity(&gate, c->hit_cost_ns);
+		if (elasticity)
+			*elasticity = isfinite(e) ? e : (1 - SLOWDOWN_FLOOR) / SLOWDOWN_FLOOR;
+		return slowdown;
+	}
+	if (flags & D9_SF_WOKEN_BY_TASK) {
+		f = collector_woken_factor(c, w, &gate);
+		/* f = 1 - (hits x cost + captures) / cycle: 1/f grows by (1 - f) / f per unit of
+		 * the cost's relative error (less the captures' part, left in: an upper bound). */
+		if (elasticity && f > SLOWDOWN_FLOOR && f < 1)
+			*elasticity = (1 - f) / f;
+		return f;
+	}
+	return 1.0;
+}
+
 /* A worker's time on the CPU inside the windows, as it would have been without the probes:
  * less the hits' and captures' cost where idle time absorbed it (a worker with time to spare
  * would have been idle for it); where it did not, a busy worker would have spent that time on
@@ -720,107 +750,26 @@ static double unprobed_busy_ns(const struct d9_gate_time *g, double hit_cost_ns)
  * worker) that spread is gone (bench/RESULTS.md). Pooled over workers, so that a worker off
  * the CPU for a whole window counts with its CPU time, not as lost.
  */
-static void pool_terms(const struct collector *c, uint64_t epoch, struct yield_pool *p)
+double collector_yield_coverage(struct collector *c, uint64_t epoch)
 {
-	memset(p, 0, sizeof(*p));
-	for (size_t i = 0; i < c->nworkers; i++) {
+	double in = 0, all;
+
+	if (!c->worker_cpu)
+		return 0;
+	if (c->coverage_epoch == epoch)
+		return c->coverage;
+	all = c->worker_cpu(c->worker_cpu_ctx, epoch);
+	for (size_t i = 0; all > 0 && i < c->nworkers; i++) {
 		struct d9_gate_time g;
-		double slowdown, useful, lost;
+		double slowdown;
 		bool capped;
 
 		epoch_view(c, &c->workers[i], epoch, &capped, &slowdown, &g);
-		p->in += unprobed_busy_ns(&g, c->hit_cost_ns);
-		slowdown_terms(&g, c->hit_cost_ns, &useful, &lost);
-		/* Idle time that absorbed a worker's probes leaves it unslowed, and no other. */
-		p->useful += useful > 0 ? useful : 0;
-		p->lost += lost > 0 ? lost : 0;
-		p->hits += (double)g.hits;
-		p->yield_hits += (double)(g.hits - g.clock_hits);
+		in += unprobed_busy_ns(&g, c->hit_cost_ns);
 	}
-}
-
-static void epoch_pool(struct collector *c, uint64_t epoch)
-{
-	double all;
-
-	if (c->coverage_epoch == epoch)
-		return;
-	all = c->worker_cpu ? c->worker_cpu(c->worker_cpu_ctx, epoch) : 0;
-	pool_terms(c, epoch, &c->pool);
 	c->coverage_epoch = epoch;
-	c->coverage = all > 0 && c->pool.in > 0 ? c->pool.in / all : 0;
-}
-
-double collector_yield_coverage(struct collector *c, uint64_t epoch)
-{
-	if (!c->worker_cpu)
-		return 0;
-	epoch_pool(c, epoch);
+	c->coverage = all > 0 && in > 0 ? in / all : 0;
 	return c->coverage;
-}
-
-/*
- * The yielded tasks' slowdown over the epoch's windows, pooled over its workers as their
- * coverage is (the same terms as collector_slowdown), and its sensitivity to the price of a
- * hit. A worker on the CPU for a slice of a window has a few polls there and a factor that
- * swings from the floor to 1 with where the slice fell; its own factor made 1 / factor, and
- * the CPU-bound tasks' counts, run high. The pooled factor weighs each worker by its time.
- */
-static double pooled_slowdown(const struct collector *c, const struct yield_pool *p,
-			      double *sensitivity)
-{
-	double u = p->useful, l = p->lost, s;
-
-	*sensitivity = 0;
-	if (c->hit_cost_ns <= 0 || l <= 0)
-		return 1.0;
-	s = u > 0 ? u / (u + l) : 0;
-	if (s <= SLOWDOWN_FLOOR) {
-		*sensitivity = NAN;
-		return SLOWDOWN_FLOOR;
-	}
-	*sensitivity = c->hit_cost_ns * (p->hits * u + l * p->yield_hits) / (u * (u + l));
-	return s;
-}
-
-double collector_yield_slowdown(const struct collector *c, uint64_t epoch)
-{
-	struct yield_pool p;
-	double sensitivity;
-
-	pool_terms(c, epoch, &p);
-	return pooled_slowdown(c, &p, &sensitivity);
-}
-
-double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
-			       uint32_t flags, bool *capped, double *elasticity)
-{
-	struct d9_gate_time gate;
-	double slowdown, f, e;
-
-	epoch_view(c, w, epoch, capped, &slowdown, &gate);
-	if (elasticity)
-		*elasticity = 0;
-	if (!(flags & D9_SF_WINDOWED))
-		return 1.0;
-	if (flags & D9_SF_AFTER_YIELD) {
-		epoch_pool(c, epoch);
-		slowdown = pooled_slowdown(c, &c->pool, &e);
-		/* At the floor the factor no longer follows the price, but it is off by as
-		 * much as the floor allows: that, not 0. */
-		if (elasticity)
-			*elasticity = isfinite(e) ? e : (1 - SLOWDOWN_FLOOR) / SLOWDOWN_FLOOR;
-		return slowdown;
-	}
-	if (flags & D9_SF_WOKEN_BY_TASK) {
-		f = collector_woken_factor(c, w, &gate);
-		/* f = 1 - (hits x cost + captures) / cycle: 1/f grows by (1 - f) / f per unit of
-		 * the cost's relative error (less the captures' part, left in: an upper bound). */
-		if (elasticity && f > SLOWDOWN_FLOOR && f < 1)
-			*elasticity = (1 - f) / f;
-		return f;
-	}
-	return 1.0;
 }
 
 /*

@@ -68,13 +68,6 @@ struct pending_sample;
 struct raw_copy;
 
 /* Reads a worker's still-open epoch from the BPF map; returns 0 when found. */
-/* An epoch's windows summed over its workers (collector.c, pool_terms): their time on the CPU
- * as it would have been without the probes (in), and the terms of the yielded tasks' slowdown
- * (useful and lost time, all hits and those in yielded tasks' polls). */
-struct yield_pool {
-	double in, useful, lost, hits, yield_hits;
-};
-
 typedef int (*open_epoch_fn)(void *ctx, uint64_t worker, struct d9_worker_state *out);
 /* The worker threads' CPU time while running a worker in a whole epoch, in ns; negative when
  * not known. */
@@ -95,12 +88,8 @@ struct collector {
 	double hit_cost_rel_se;	  /* and its relative standard error, kept with it */
 	worker_cpu_fn worker_cpu; /* NULL: yielded resumes' counts scaled by the duty alone */
 	void *worker_cpu_ctx;
-	/* The last epoch pooled over its workers (epoch_pool in collector.c), and what it gave:
-	 * the share of the workers' CPU time its windows saw (collector_yield_coverage), and the
-	 * terms of its yielded tasks' slowdown. */
-	uint64_t coverage_epoch;
+	uint64_t coverage_epoch; /* collector_yield_coverage's last answer, for that epoch */
 	double coverage;
-	struct yield_pool pool;
 	bool target_exec; /* the target exec'd (D9_REC_EXEC) */
 	/* The target's task types, to name each sample's future; task_root: root every stack
 	 * with a "task: FUTURE" frame (--no-task-root leaves it out). */
@@ -171,11 +160,8 @@ const char *collector_worker_detection(const struct worker_info *w);
  * closed epochs of its runtime's workers; g, the open epoch's, when they have none). */
 double collector_woken_factor(const struct collector *c, const struct worker_info *w,
 			      const struct d9_gate_time *g);
-/* The yielded tasks' in-window slowdown in epoch, pooled over its workers (1 = none). */
-double collector_yield_slowdown(const struct collector *c, uint64_t epoch);
 /* What the in-window correction multiplies a resume's inclusion probability by, for a resume
- * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch
- * (a yielded resume's: the epoch's slowdown pooled over its workers);
+ * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch;
  * *capped: whether the cap refused a selection in that worker-epoch; *elasticity (if not NULL):
  * by how many % a 1% error in the hit's cost moves the weight 1 / factor (0: not at all, or
  * the factor is at its floor). */
