@@ -130,8 +130,9 @@ struct frame {
 	__u32 park_kinds;
 	__u64 vtable; /* the task's, when selected */
 	__u64 leaf_ip;
-	/* A resume that a task woke, in a chain a clock began (chain_defer): its wait's terms
-	 * (d9_gate_time.woken_*) and its count's key, kept until the poll ends; D9_CHAIN_*. */
+	/* A resume that a task woke: its wait's terms (d9_gate_time.woken_*, chain_account),
+	 * and in a chain a clock began (chain_defer) its count's key, both kept until the poll
+	 * ends; D9_CHAIN_*. */
 	__u32 chain;
 	__u64 chain_cycle_ns, chain_ns, chain_hits, chain_capture_ns;
 	struct d9_count_key count_key;
@@ -915,6 +916,17 @@ static __always_inline void chain_defer(struct thread_state *t, struct frame *f)
 		f->chain = D9_CHAIN_KEPT;
 }
 
+/* Adds the frame's wait terms (chain_account), if it has them, to the thread's gate. */
+static __always_inline void chain_commit(struct thread_state *t, struct frame *f)
+{
+	if (!(f->chain & D9_CHAIN_TERMS))
+		return;
+	t->gate.woken_cycle_ns += f->chain_cycle_ns;
+	t->gate.woken_chain_ns += f->chain_ns;
+	t->gate.woken_hits += f->chain_hits;
+	t->gate.woken_capture_ns += f->chain_capture_ns;
+}
+
 static __always_inline void chain_settle(struct thread_state *t, struct frame *f)
 {
 	struct d9_count_key k;
@@ -923,12 +935,7 @@ static __always_inline void chain_settle(struct thread_state *t, struct frame *f
 	if (!(f->chain & D9_CHAIN_KEPT))
 		return;
 	if (f->chain & D9_CHAIN_WOKE) {
-		if (f->chain & D9_CHAIN_TERMS) {
-			t->gate.woken_cycle_ns += f->chain_cycle_ns;
-			t->gate.woken_chain_ns += f->chain_ns;
-			t->gate.woken_hits += f->chain_hits;
-			t->gate.woken_capture_ns += f->chain_capture_ns;
-		}
+		chain_commit(t, f);
 		return;
 	}
 	/* Off the loop: as a clock's resume. */
@@ -1155,18 +1162,13 @@ static __always_inline void chain_account(struct thread_state *t, struct frame *
 	    from->tid != tid || t->hits_total < from->hits ||
 	    t->capture_total_ns < from->capture_ns)
 		return;
-	if (f->chain & D9_CHAIN_KEPT) {
-		f->chain_cycle_ns = now - idle_start;
-		f->chain_ns = now - from->ns;
-		f->chain_hits = t->hits_total - from->hits;
-		f->chain_capture_ns = t->capture_total_ns - from->capture_ns;
-		f->chain |= D9_CHAIN_TERMS;
-		return;
-	}
-	t->gate.woken_cycle_ns += now - idle_start;
-	t->gate.woken_chain_ns += now - from->ns;
-	t->gate.woken_hits += t->hits_total - from->hits;
-	t->gate.woken_capture_ns += t->capture_total_ns - from->capture_ns;
+	f->chain_cycle_ns = now - idle_start;
+	f->chain_ns = now - from->ns;
+	f->chain_hits = t->hits_total - from->hits;
+	f->chain_capture_ns = t->capture_total_ns - from->capture_ns;
+	f->chain |= D9_CHAIN_TERMS;
+	if (!(f->chain & D9_CHAIN_KEPT))
+		chain_commit(t, f);
 }
 
 /* Ids come from a global counter in spawn order, and a task is polled soon after its spawn:
