@@ -481,9 +481,9 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
  * Pooled over the closed epochs of all the workers of w's runtime, which run the same kinds of
  * chain: one epoch has few whole waits, and where workers outnumber CPUs one worker's whole
  * run may have one or two, whose hits can price above the chain's length (the price is an
- * average) and put its factor at the floor: 32 workers on 2 CPUs counted channel consumers at
- * 2.4 of the truth, a few samples weighing twenty times their due. The open epoch's g when
- * none has any; 1 when no wait was seen whole.
+ * average) and put its factor at the floor, so that its few samples weigh twenty times their
+ * due (bench/RESULTS.md, "The wake-chain factor pooled over a runtime's workers"). The open
+ * epoch's g when none has any; 1 when no wait was seen whole.
  */
 double collector_woken_factor(const struct collector *c, const struct worker_info *w,
 			      const struct d9_gate_time *g)
