@@ -242,14 +242,16 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
             f"{max(rates):.1f}); capped {capped} of {of}; CPU tasks counted at {cpu:.2f} of the "
             "truth")
     assert capped <= 0.02 * of, desc
-    # No ramp: the first whole epoch delivers at least half of hz. Per worker, an epoch's
-    # windows find it on the CPU for a slice or two of ~3 ms, or not at all; the epochs that
-    # miss it are owed and repaid a quarter at a time (owed_add in bpf/sampler.bpf.c), so over
-    # 20 s each worker stays near hz (bench/RESULTS.md, "Epochs a worker was missed in owe
-    # hz"): left behind (under 0.6 hz), or run ahead (over 1.3 hz), means well outside that.
+    # No ramp: the first whole epoch delivers at least half of hz. Per worker: each waits
+    # ~60 ms on a run queue between slices of a tick, and windows as long as that wait find
+    # every busy worker in most epochs (runq_gap in user/probes/arming.c); the epochs that miss
+    # one are owed and repaid a quarter at a time (owed_add in bpf/sampler.bpf.c). So over 20 s
+    # each worker stays within 10-20% of hz (bench/RESULTS.md, "Windows as long as the run
+    # queues' wait"): left behind (under 0.75 hz), or run ahead (over 1.25 hz), means well
+    # outside that.
     check_or_known(len(sampled) == 32 and per_epoch.get(first, 0) >= 0.5 * hz and
-                   0.9 * hz <= mean_rate <= 1.1 * hz and min(rates) >= 0.6 * hz and
-                   max(rates) <= 1.3 * hz and 0.9 <= cpu <= 1.1, desc, meta, 25)
+                   0.9 * hz <= mean_rate <= 1.1 * hz and min(rates) >= 0.75 * hz and
+                   max(rates) <= 1.25 * hz and 0.9 <= cpu <= 1.1, desc, meta, 25)
     return desc
 
 

@@ -308,13 +308,14 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 		fprintf(f,
 			"%s{\"epoch\": %" PRIu64 ", \"duty\": %.6f, \"windows\": %u, "
 			"\"gate_ms\": %.2f, \"est_overhead_pct\": %.3f, \"duty_limit\": \"%s\", "
-			"\"worker_cpu_ms\": %s}",
+			"\"worker_cpu_ms\": %s, \"runq_gap_ms\": %.1f}",
 			n++ ? ", " : "", a->log[i].epoch, a->log[i].duty, a->log[i].windows,
 			a->log[i].gate_ns / 1e6, 100.0 * a->log[i].est_overhead,
 			arming_duty_limit(&a->log[i]),
 			a->log[i].worker_cpu_ns >= 0
 			    ? num_or_null(wcpu, sizeof(wcpu), a->log[i].worker_cpu_ns / 1e6)
-			    : "null");
+			    : "null",
+			a->log[i].runq_gap_ns / 1e6);
 	}
 	fputs("]},\n", f);
 	pthread_mutex_unlock(&a->lock);

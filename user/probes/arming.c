@@ -21,6 +21,7 @@
 #include "target.h"
 #include "tokio_layout.h"
 #include "util_clock.h"
+#include "util_proc.h"
 
 #define NSEC 1000000000ULL
 /* Each window costs the tool an attach and a detach (~1-1.5 ms of CPU), which a target using
@@ -838,8 +839,14 @@ static void log_epoch(struct arming *a, uint64_t epoch, uint32_t nwin, uint64_t 
 		a->log = np;
 		a->caplog = ncap;
 	}
-	a->log[a->nlog++] =
-	    (struct arming_epoch){epoch, a->duty, nwin, gate_ns, overhead, by_samples, -1};
+	a->log[a->nlog++] = (struct arming_epoch){.epoch = epoch,
+						  .duty = a->duty,
+						  .windows = nwin,
+						  .gate_ns = gate_ns,
+						  .est_overhead = overhead,
+						  .by_samples = by_samples,
+						  .worker_cpu_ns = -1,
+						  .runq_gap_ns = a->runq_gap_ns};
 }
 
 /* The counters at the start of an epoch: the next one's figures are differences from them.
@@ -881,7 +888,7 @@ static struct duty_limits duty_limits_of(struct arming *a)
 	    .window_cpu_ns = a->window_cpu_ns,
 	    .window_wall_ns = a->window_wall_ns,
 	    .settle_ns = (double)settle_ns(a),
-	    .min_window_ns = MIN_WINDOW_NS,
+	    .min_window_ns = fmax(MIN_WINDOW_NS, a->runq_gap_ns),
 	    .window_share = WINDOW_BUDGET_SHARE,
 	};
 }
@@ -1019,6 +1026,11 @@ static int windowed_epoch(struct arming *a, uint64_t epoch, uint64_t nepochs, ui
 	 * biases nothing. */
 	if (run_windows(a, epoch * NSEC, a->duty, k, nepochs ? 0 : mono_ns(), nwin, armed))
 		return a->error;
+	/* The lean window measures a hit's price, not the workers: as long as a sampling window
+	 * would be without the run queues' gap, which would make it cost as much as the epoch's
+	 * whole sampling. */
+	l.min_window_ns = MIN_WINDOW_NS;
+	k = duty_windows(&l, a->duty, a->own_ns_per_s);
 	if (lean_due(a, nepochs) &&
 	    run_lean_window(a, epoch, (uint64_t)(a->duty * (double)NSEC / (double)k)))
 		return a->error;
@@ -1148,6 +1160,52 @@ static uint64_t tid_cpu_delta(const struct arming *a, const struct arming_tid_cp
 	return now->ns;
 }
 
+static int by_value(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * Where workers outnumber the CPUs, each waits its turn on a run queue between slices of a
+ * tick or so: with 32 busy workers on 2 CPUs, ~60 ms. A window shorter than that finds a worker
+ * on the CPU only by chance, and a window missing half of them in an epoch leaves those unsampled
+ * for it (their budget comes later, or not within a short run); one as long as the gap finds
+ * every one that is busy. So windows are no shorter than the busy workers' median gap, from
+ * the kernel's per-thread scheduler statistics, over the epoch: fewer and longer at the same
+ * duty, which also spends less of the budget on attaching. Reads cpu_now (whose CPU time
+ * deltas say which workers were busy) against cpu_prev.
+ */
+static double runq_gap(struct arming *a, int n)
+{
+	double *gaps = malloc((size_t)(n > 0 ? n : 1) * sizeof(*gaps)), gap = 0;
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct arming_tid_cpu *c = &a->cpu_now[i];
+		uint64_t run;
+
+		if (read_schedstat(a->t->pid, c->tid, &run, &c->wait_ns, &c->slices))
+			c->slices = 0;
+		for (size_t j = 0; gaps && c->slices && j < a->ncpu_prev; j++) {
+			const struct arming_tid_cpu *p = &a->cpu_prev[j];
+
+			if (p->tid != c->tid || !p->slices || c->slices <= p->slices ||
+			    c->wait_ns < p->wait_ns || c->ns < p->ns + D9_ACTIVE_CPU_NS)
+				continue;
+			gaps[k++] =
+			    (double)(c->wait_ns - p->wait_ns) / (double)(c->slices - p->slices);
+		}
+	}
+	if (k) {
+		qsort(gaps, (size_t)k, sizeof(*gaps), by_value);
+		gap = gaps[k / 2];
+	}
+	free(gaps);
+	return gap;
+}
+
 /*
  * The workers' CPU time in the epoch that just ended, read here just after its boundary at
  * real-time priority, when the last reading was at its start too. Goes to that epoch's log
@@ -1165,6 +1223,7 @@ static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 	for (int i = 0; i < n; i++)
 		sum += (double)tid_cpu_delta(a, &a->cpu_now[i]);
 	a->busy_workers = write_shares(a, epoch);
+	a->runq_gap_ns = runq_gap(a, n);
 	pthread_mutex_lock(&a->lock);
 	if (n && a->cpu_prev_whole && a->nlog && a->log[a->nlog - 1].epoch + 1 == epoch)
 		a->log[a->nlog - 1].worker_cpu_ns = sum;

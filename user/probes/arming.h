@@ -38,12 +38,15 @@ struct arming_epoch {
 	/* The worker threads' CPU time while running a worker in this epoch (worker_cpu in
 	 * bpf/long_polls.bpf.h); negative when not known. */
 	double worker_cpu_ns;
+	double runq_gap_ns; /* the windows' floor from the run queues (runq_gap); 0: none */
 };
 
-/* A thread and its CPU time as a worker so far. */
+/* A thread, its CPU time as a worker so far, and its scheduler statistics (read_schedstat):
+ * time waiting on a run queue and slices of CPU, for runq_gap(). */
 struct arming_tid_cpu {
 	uint32_t tid;
 	uint64_t ns;
+	uint64_t wait_ns, slices;
 };
 
 struct arming {
@@ -99,6 +102,9 @@ struct arming {
 	bool cpu_prev_whole;
 	/* Workers with D9_ACTIVE_CPU_NS or more of it in the last epoch (write_shares). */
 	uint32_t busy_workers;
+	/* The busy workers' median wait on a run queue between two slices of CPU, over the last
+	 * epoch (runq_gap); 0 when not known. */
+	double runq_gap_ns;
 	/* Epochs in a row whose windows found every busy worker (active_workers). */
 	uint32_t all_seen;
 	/* Epochs in a row the budget went outside the gates, and whether the user was told. */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Small reads of /proc: see util_proc.h. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include "util_proc.h"
@@ -21,4 +22,19 @@ int read_comm(int pid, uint32_t tid, char *buf, size_t len)
 		err = -EIO;
 	fclose(f);
 	return err;
+}
+
+int read_schedstat(int pid, uint32_t tid, uint64_t *run_ns, uint64_t *wait_ns, uint64_t *slices)
+{
+	char path[64];
+	int n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/schedstat", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	n = fscanf(f, "%" SCNu64 " %" SCNu64 " %" SCNu64, run_ns, wait_ns, slices);
+	fclose(f);
+	return n == 3 ? 0 : -EIO;
 }

@@ -10,4 +10,9 @@
  * without its newline. Returns 0, or a negative errno with buf left as it was. */
 int read_comm(int pid, uint32_t tid, char *buf, size_t len);
 
+/* Thread tid's scheduler statistics (/proc/PID/task/TID/schedstat): time on a CPU and time
+ * waiting on a run queue, in ns, and the number of times it was given a CPU. Returns 0 or a
+ * negative errno. */
+int read_schedstat(int pid, uint32_t tid, uint64_t *run_ns, uint64_t *wait_ns, uint64_t *slices);
+
 #endif
