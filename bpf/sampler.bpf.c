@@ -1826,11 +1826,27 @@ static __always_inline void count_hit_phase(void)
 	}
 }
 
+#ifdef D9_EMULATE_HIT_NS
+/* A build for experiments only (`touch bpf/sampler.bpf.c && make CLANG="clang
+ * -DD9_EMULATE_HIT_NS=4500"`): every hit spins that many ns more, as a trap does on machines
+ * where it costs several us, so that what the tool does there can be reproduced on one where
+ * it costs under one. */
+static long emulate_step(__u64 i, void *until)
+{
+	return bpf_ktime_get_ns() >= *(__u64 *)until;
+}
+#endif
+
 /* Every armed probe's hit: counted (the cost driver), per probe (ranking), and the kept
  * probes' alarm. */
 static __always_inline void count_hit(__u64 cookie)
 {
 	__u64 idx = D9_COOKIE_GET_INDEX(cookie);
+#ifdef D9_EMULATE_HIT_NS
+	__u64 until = bpf_ktime_get_ns() + D9_EMULATE_HIT_NS;
+
+	bpf_loop(1 << 16, emulate_step, &until, 0);
+#endif
 
 	count(D9_CNT_HITS);
 	if (idx < D9_MAX_PROBES)

@@ -260,10 +260,11 @@ def intervals_cover_the_truth():
     """The report's 95% intervals (windows as the drawn units, Student's t), of the samples'
     estimates and of the task types' counts: over 8 disjoint 4 s spans of one run, the demo's
     count of each kind lies inside in most of them. A right interval misses 1 in 20, and 3 or
-    more misses of 8 then happen about once in 170 tries; the counts' intervals of the channel
+    more misses of 8 then happen about once in 170 tries. The counts' intervals of the channel
     tasks, which run on a timer and are counted alike in every window, rest on the counts' edge
-    terms (edge_sq) and held the truth in 34 of 40 short runs (bench/RESULTS.md, "Intervals of
-    the counts"), so the counts' intervals may miss one more. The variance terms in metadata
+    terms (edge_sq) and on the wake-chain correction's own error (price_se); they held the
+    truth in 15-20 of 20 spans of a run (bench/RESULTS.md, "The wake-chain correction's own
+    error"), so the counts' intervals may miss one more. The variance terms in metadata
     (estimate_terms) add up to the samples' weights."""
     nseg, secs = 8, 4
     samples, meta, truth = profile([], nseg * secs + 2)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The in-window slowdown factor and how sensitive it is to the measured cost of a hit; the
  * flushes that cut --rotate folders on epoch boundaries; the samples a worker-second the exit
- * summary reports. */
+ * summary reports; the wake-chain factor's standard error. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +178,55 @@ static void test_delivery_counts_missed_epochs_as_none(void **state)
 	assert_false(collector_delivery(&c, 10, 14, &mean, &least));
 }
 
+/* Closed epochs of two workers of one runtime, each with its waits' hits, captures and length:
+ * the factor's relative error is the ratio estimator's over all of them, computed here from
+ * the epochs themselves; one epoch alone gives none, and waits all slowed alike give ~0. */
+static void test_woken_rel_se_is_the_ratio_estimators(void **state)
+{
+	const uint64_t hits[] = {120, 80, 200, 40, 150, 90}, cap[] = {0, 50000, 0, 0, 20000, 0};
+	const uint64_t len[] = {2 * MS, 3 * MS, 4 * MS, 1 * MS, 2 * MS, 5 * MS};
+	const double price = 1000;
+	struct collector c = {.hit_cost_ns = price};
+	double sl = 0, sy = 0, ss = 0, r, want;
+	size_t n = sizeof(hits) / sizeof(hits[0]);
+
+	(void)state;
+	for (size_t i = 0; i < n; i++) {
+		struct d9_epoch e = {.type = D9_REC_EPOCH, .worker = 1 + i % 2, .epoch = 10 + i};
+
+		e.gate.woken_hits = hits[i];
+		e.gate.woken_capture_ns = cap[i];
+		e.gate.woken_cycle_ns = len[i];
+		assert_int_equal(collector_handle(&c, &e, sizeof(e)), 0);
+		if (i == 0)
+			assert_true(collector_woken_rel_se(&c, &c.workers[0]) == 0);
+		sl += (double)hits[i] * price + (double)cap[i];
+		sy += (double)len[i];
+	}
+	r = sl / sy;
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)hits[i] * price + (double)cap[i] - r * (double)len[i];
+
+		ss += d * d;
+	}
+	want = sqrt((double)n / (double)(n - 1) * ss) / sy / (1 - r);
+	assert_true(fabs(collector_woken_rel_se(&c, &c.workers[1]) - want) < 1e-9 * want);
+	assert_true(fabs(collector_woken_factor(&c, &c.workers[0], &(struct d9_gate_time){}) -
+			 (1 - r)) < 1e-12);
+	collector_free(&c);
+
+	c = (struct collector){.hit_cost_ns = price};
+	for (size_t i = 0; i < 4; i++) {
+		struct d9_epoch e = {.type = D9_REC_EPOCH, .worker = 1, .epoch = 10 + i};
+
+		e.gate.woken_hits = 100 * (i + 1);
+		e.gate.woken_cycle_ns = 2 * MS * (i + 1);
+		assert_int_equal(collector_handle(&c, &e, sizeof(e)), 0);
+	}
+	assert_true(collector_woken_rel_se(&c, &c.workers[0]) < 1e-6);
+	collector_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -187,6 +236,7 @@ int main(void)
 	    cmocka_unit_test(test_captures_are_lost_time),
 	    cmocka_unit_test(test_flush_stops_at_the_folder_end),
 	    cmocka_unit_test(test_delivery_counts_missed_epochs_as_none),
+	    cmocka_unit_test(test_woken_rel_se_is_the_ratio_estimators),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

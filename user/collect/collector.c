@@ -382,6 +382,22 @@ int collector_handle(void *ctx, void *data, size_t size)
 	return err;
 }
 
+static void woken_moments_add(struct woken_moments *m, const struct d9_gate_time *g)
+{
+	double h = (double)g->woken_hits, k = (double)g->woken_capture_ns,
+	       y = (double)g->woken_cycle_ns;
+
+	if (!g->woken_cycle_ns)
+		return;
+	m->n++;
+	m->hh += h * h;
+	m->hk += h * k;
+	m->kk += k * k;
+	m->hy += h * y;
+	m->ky += k * y;
+	m->yy += y * y;
+}
+
 static int handle_record(struct collector *c, void *data, size_t size)
 {
 	uint32_t type;
@@ -414,6 +430,7 @@ static int handle_record(struct collector *c, void *data, size_t size)
 		w->woken_cycle_ns += e->gate.woken_cycle_ns;
 		w->woken_hits += e->gate.woken_hits;
 		w->woken_capture_ns += e->gate.woken_capture_ns;
+		woken_moments_add(&w->woken_m, &e->gate);
 		return 0;
 	}
 	case D9_REC_EXEC:
@@ -485,6 +502,14 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
  * due (bench/RESULTS.md, "The wake-chain factor pooled over a runtime's workers"). The open
  * epoch's g when none has any; 1 when no wait was seen whole.
  */
+/* The wake-chain correction taken as right to within its own size at this z (95%). */
+#define WOKEN_MODEL_Z 1.96
+
+static bool same_runtime(const struct worker_info *u, const struct worker_info *w)
+{
+	return !u->runtime_key || !w->runtime_key || u->runtime_key == w->runtime_key;
+}
+
 double collector_woken_factor(const struct collector *c, const struct worker_info *w,
 			      const struct d9_gate_time *g)
 {
@@ -494,7 +519,7 @@ double collector_woken_factor(const struct collector *c, const struct worker_inf
 	for (size_t i = 0; w && i < c->nworkers; i++) {
 		const struct worker_info *u = &c->workers[i];
 
-		if (u->runtime_key && w->runtime_key && u->runtime_key != w->runtime_key)
+		if (!same_runtime(u, w))
 			continue;
 		sum.woken_cycle_ns += u->woken_cycle_ns;
 		sum.woken_hits += u->woken_hits;
@@ -507,6 +532,46 @@ double collector_woken_factor(const struct collector *c, const struct worker_inf
 	lost = (double)sum.woken_hits * c->hit_cost_ns + (double)sum.woken_capture_ns;
 	f = 1.0 - lost / (double)sum.woken_cycle_ns;
 	return f < SLOWDOWN_FLOOR ? SLOWDOWN_FLOOR : f > 1.0 ? 1.0 : f;
+}
+
+/*
+ * The factor is 1 - R, R = sum l / sum y over the worker-epochs whose waits it pools, l = h x
+ * price + k the probes' time in an epoch's waits and y their length: a ratio estimator, whose
+ * variance is n / (n - 1) x sum (l - R y)^2 / (sum y)^2. Its error is the same in every epoch
+ * the factor weighs, so it adds to an interval as the price's does (price_se in count_terms),
+ * not as the windows' spread: on a workload of wake chains paced by a clock, every window
+ * counts alike and that spread says nothing of it.
+ */
+double collector_woken_rel_se(const struct collector *c, const struct worker_info *w)
+{
+	struct woken_moments m = {};
+	double p = c->hit_cost_ns, h = 0, k = 0, y = 0, r, ss, f;
+
+	for (size_t i = 0; w && i < c->nworkers; i++) {
+		const struct worker_info *u = &c->workers[i];
+
+		if (!same_runtime(u, w))
+			continue;
+		m.n += u->woken_m.n;
+		m.hh += u->woken_m.hh;
+		m.hk += u->woken_m.hk;
+		m.kk += u->woken_m.kk;
+		m.hy += u->woken_m.hy;
+		m.ky += u->woken_m.ky;
+		m.yy += u->woken_m.yy;
+		h += (double)u->woken_hits;
+		k += (double)u->woken_capture_ns;
+		y += (double)u->woken_cycle_ns;
+	}
+	if (m.n < 2 || y <= 0 || p <= 0)
+		return 0;
+	r = (h * p + k) / y;
+	/* sum (l - r y)^2, expanded over the moments */
+	ss = p * p * m.hh + 2 * p * m.hk + m.kk - 2 * r * (p * m.hy + m.ky) + r * r * m.yy;
+	f = 1 - r;
+	if (ss <= 0 || f < SLOWDOWN_FLOOR)
+		return 0;
+	return sqrt(m.n / (m.n - 1) * ss) / y / f;
 }
 
 /* floor(x) plus one with probability frac(x): an integer whose expectation is x. The draw is
@@ -696,30 +761,38 @@ size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 }
 
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
-			       uint32_t flags, bool *capped, double *elasticity)
+			       uint32_t flags, bool *capped, double *run_rel_se)
 {
 	struct d9_gate_time gate;
-	double slowdown, f, e;
+	double slowdown, f, e, own;
 
 	epoch_view(c, w, epoch, capped, &slowdown, &gate);
-	if (elasticity)
-		*elasticity = 0;
+	if (run_rel_se)
+		*run_rel_se = 0;
 	if (!(flags & D9_SF_WINDOWED))
 		return 1.0;
 	if (flags & D9_SF_AFTER_YIELD) {
 		/* At the floor the factor no longer follows the price, but it is off by as
 		 * much as the floor allows: that, not 0. */
 		e = collector_slowdown_sensitivity(&gate, c->hit_cost_ns);
-		if (elasticity)
-			*elasticity = isfinite(e) ? e : (1 - SLOWDOWN_FLOOR) / SLOWDOWN_FLOOR;
+		if (run_rel_se)
+			*run_rel_se = (isfinite(e) ? e : (1 - SLOWDOWN_FLOOR) / SLOWDOWN_FLOOR) *
+				      c->hit_cost_rel_se;
 		return slowdown;
 	}
 	if (flags & D9_SF_WOKEN_BY_TASK) {
 		f = collector_woken_factor(c, w, &gate);
 		/* f = 1 - (hits x cost + captures) / cycle: 1/f grows by (1 - f) / f per unit of
 		 * the cost's relative error (less the captures' part, left in: an upper bound). */
-		if (elasticity && f > SLOWDOWN_FLOOR && f < 1)
-			*elasticity = (1 - f) / f;
+		e = f > SLOWDOWN_FLOOR && f < 1 ? (1 - f) / f : 0;
+		/* The factor is a model of how the probes' time in a chain delays its resumes:
+		 * a chain guessed on a multi-thread runtime may not be one, and a resume paced
+		 * by a timer's whole ticks is delayed by a tick or not at all. Its bias is taken
+		 * as within its own size (1/f - 1) at 95% (bench/RESULTS.md, "The wake-chain
+		 * correction's own error"). */
+		own = run_rel_se ? hypot(collector_woken_rel_se(c, w), e / WOKEN_MODEL_Z) : 0;
+		if (run_rel_se)
+			*run_rel_se = hypot(e * c->hit_cost_rel_se, own);
 		return f;
 	}
 	return 1.0;

@@ -34,6 +34,13 @@ struct epoch_stat {
 	    slowdown; /* in-window rate / rate without probes, see collector_slowdown(); 1 = none */
 };
 
+/* The second moments of closed worker-epochs' whole waits, for the wake-chain factor's
+ * standard error (collector_woken_rel_se): per worker-epoch with a whole wait, h its hits, k
+ * its capture time and y its waits' length (d9_gate_time.woken_*). */
+struct woken_moments {
+	double n, hh, hk, kk, hy, ky, yy;
+};
+
 struct worker_info {
 	uint64_t key;
 	int index;
@@ -47,6 +54,7 @@ struct worker_info {
 	/* Closed epochs' d9_gate_time.woken_*, pooled: their ratio is a property of the
 	 * workload, which one epoch's few whole waits measure poorly. */
 	uint64_t woken_chain_ns, woken_cycle_ns, woken_hits, woken_capture_ns;
+	struct woken_moments woken_m;
 	uint64_t runtime_key; /* of its samples (0 until one is seen) */
 	struct epoch_stat *epochs;
 	size_t nepochs;
@@ -160,13 +168,17 @@ const char *collector_worker_detection(const struct worker_info *w);
  * closed epochs of its runtime's workers; g, the open epoch's, when they have none). */
 double collector_woken_factor(const struct collector *c, const struct worker_info *w,
 			      const struct d9_gate_time *g);
+/* The relative standard error of 1 / collector_woken_factor() from the waits it is measured
+ * on, at the hit's price; 0 with fewer than two worker-epochs of whole waits. */
+double collector_woken_rel_se(const struct collector *c, const struct worker_info *w);
 /* What the in-window correction multiplies a resume's inclusion probability by, for a resume
  * of kind flags (D9_SF_WINDOWED, D9_SF_AFTER_YIELD, D9_SF_WOKEN_BY_TASK) on worker w in epoch;
- * *capped: whether the cap refused a selection in that worker-epoch; *elasticity (if not NULL):
- * by how many % a 1% error in the hit's cost moves the weight 1 / factor (0: not at all, or
- * the factor is at its floor). */
+ * *capped: whether the cap refused a selection in that worker-epoch; *run_rel_se (if not NULL):
+ * the relative standard error the weight 1 / factor carries from figures measured over the
+ * whole run, so alike in every epoch: the hit's price (times the weight's elasticity to it),
+ * and for a woken resume the wake-chain factor's own sampling error. */
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
-			       uint32_t flags, bool *capped, double *elasticity);
+			       uint32_t flags, bool *capped, double *run_rel_se);
 /* The share of the workers' CPU time in epoch that its windows covered, as the target would
  * have run it without probes; 0 when not known. */
 double collector_yield_coverage(struct collector *c, uint64_t epoch);

@@ -17,9 +17,11 @@
  * And price_se: the sum of each count's estimate times its elasticity to the price of a probe
  * hit (collector_resume_factor), which scales the counts of tasks the probes slow, times the
  * relative standard error of the price it was weighted with (the calibration's early in a run,
- * the one measured in the target later). An error in that price moves every epoch's estimate
- * the same way, so the price's part of the variance is (sum of price_se over the epochs
- * combined)^2, not a sum of squares over epochs.
+ * the one measured in the target later), and for a resume woken in a wake chain the
+ * wake-chain factor's own error (its sampling error and its model's: collector_resume_factor)
+ * in quadrature with it. An error in either moves every epoch's estimate the same way, so their
+ * part of the variance is (sum of price_se over the epochs combined)^2, not a sum of squares over
+ * epochs.
  */
 #ifndef D9_ESTIMATE_TERMS_H
 #define D9_ESTIMATE_TERMS_H
@@ -51,7 +53,7 @@ struct est_terms {
 int est_terms_add(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
 		  double w);
 /* Adds a count n (>= 1) of inclusion probability p to its window's total, and its edge and
- * price terms (price_rel: the relative standard error of 1 / p from the hit's price). Returns 0
+ * price terms (price_rel: the relative standard error of 1 / p from run-level figures). Returns 0
  * or -ENOMEM. */
 int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future, uint64_t window,
 			double n, double p, double price_rel);

@@ -70,15 +70,14 @@ static void add_count(struct collector *c, const struct drained *d)
 	double p = collector_window_prob(c, d->k.epoch, d->k.flags,
 					 (double)d->v.duty / (double)D9_PROB_ONE);
 	bool capped;
-	double el;
+	double rel;
 	double f = collector_resume_factor(c, collector_worker(c, d->k.worker), d->k.epoch,
-					   d->k.flags, &capped, &el);
+					   d->k.flags, &capped, &rel);
 
 	if (!(p * f > 0))
 		return;
-	if (d->v.resumes &&
-	    est_terms_add_count(&c->counted, d->k.epoch, type ? type->name : NULL, d->k.window,
-				(double)d->v.resumes, p * f, el * c->hit_cost_rel_se))
+	if (d->v.resumes && est_terms_add_count(&c->counted, d->k.epoch, type ? type->name : NULL,
+						d->k.window, (double)d->v.resumes, p * f, rel))
 		c->write_errors++;
 }
 

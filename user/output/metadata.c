@@ -121,8 +121,10 @@ static void write_workers(FILE *f, const struct collector *c, const struct run_s
 		json_str(f, w->comm);
 		fprintf(f,
 			", \"samples_written\": %" PRIu64
-			", \"woken_factor\": %.4f, \"woken_chain_share\": %s",
+			", \"woken_factor\": %.4f, \"woken_factor_rel_se\": %.4f, "
+			"\"woken_chain_share\": %s",
 			w->samples, collector_woken_factor(c, w, &(struct d9_gate_time){}),
+			collector_woken_rel_se(c, w),
 			num_or_null(share, sizeof(share),
 				    w->woken_cycle_ns
 					? (double)w->woken_chain_ns / (double)w->woken_cycle_ns
