@@ -55,7 +55,7 @@ int est_terms_add_count(struct est_terms *t, uint64_t epoch, const char *future,
 			double n, double p, double price_rel)
 {
 	/* Always armed (window 0), every resume is counted: no edges. */
-	return add(t, epoch, future, window, n / p, window ? 0.25 / (p * p) : 0, n / p * price_rel);
+	return add(t, epoch, future, window, n / p, window ? 0.5 / p : 0, n / p * price_rel);
 }
 
 static int by_epoch_future(const void *a, const void *b)
@@ -101,7 +101,7 @@ void est_terms_write_json(const struct est_terms *t, bool counts, FILE *f)
 			fputs("null", f);
 		fprintf(f, ", \"windows_drawn\": %zu, \"sum\": %.0f, \"sum_sq\": %.0f", n, sum, sq);
 		if (counts)
-			fprintf(f, ", \"edge_sq\": %.0f, \"price_se\": %.0f", edge, price);
+			fprintf(f, ", \"edge_sq\": %.0f, \"price_se\": %.0f", edge * edge, price);
 		fputc('}', f);
 	}
 	fputs(groups ? "\n  ]" : "]", f);

@@ -8,11 +8,13 @@
  *
  * Counts carry one term more, edge_sq: each count of a window (one per worker and kind of
  * resume, each its own stream), an integer, taken as uncertain by one resume either way at the
- * window's edges (variance 1/4 in counts, the most a periodic
- * stream's count in a window of random phase has), over its inclusion probability squared.
- * The gates open just after a tick of the kernel's clock, and a runtime's timers keep a phase
- * to it, so work on a timer is counted alike in every window: the windows' spread is then
- * zero while an epoch's truth is not. The term is added to Var as it is.
+ * window's edges (a standard error of 1/2 in counts, the most a periodic stream's count in a
+ * window of random phase has), over its inclusion probability. The gates open just after a
+ * tick of the kernel's clock, and a runtime's timers keep a phase to it, so work on a timer is
+ * counted alike in every window: the windows' spread is then zero while an epoch's truth is
+ * not, and the edges' errors of an epoch's windows, all at one phase, are alike too. So they
+ * add within an epoch before they are squared: edge_sq = (sum of 1/2 / p over the epoch's
+ * counts)^2. Epochs apart, the phase has moved: the term is added to Var as it is.
  *
  * And price_se: the sum of each count's estimate times its elasticity to the price of a probe
  * hit (collector_resume_factor), which scales the counts of tasks the probes slow, times the
@@ -40,7 +42,7 @@ struct est_cell {
 	 * samples keeps one cell per epoch and type, not one per sample. */
 	double sq;
 	uint64_t draws;
-	double edge;  /* counts only: sum of (1/2 / p)^2 over the counts added */
+	double edge;  /* counts only: sum of 1/2 / p over the counts added */
 	double price; /* counts only: sum of n / p x (elasticity x relative error) of the price */
 };
 
