@@ -484,6 +484,14 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
 	}
 }
 
+/* The wake-chain correction taken as right to within its own size at this z (95%). */
+#define WOKEN_MODEL_Z 1.96
+
+static bool same_runtime(const struct worker_info *u, const struct worker_info *w)
+{
+	return !u->runtime_key || !w->runtime_key || u->runtime_key == w->runtime_key;
+}
+
 /*
  * The in-window slowdown of a task woken by another task's poll (D9_SF_WOKEN_BY_TASK): the part
  * of its wait since its wake chain began (a driver's wake: a timer, I/O) ran behind the
@@ -502,14 +510,6 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
  * due (bench/RESULTS.md, "The wake-chain factor pooled over a runtime's workers"). The open
  * epoch's g when none has any; 1 when no wait was seen whole.
  */
-/* The wake-chain correction taken as right to within its own size at this z (95%). */
-#define WOKEN_MODEL_Z 1.96
-
-static bool same_runtime(const struct worker_info *u, const struct worker_info *w)
-{
-	return !u->runtime_key || !w->runtime_key || u->runtime_key == w->runtime_key;
-}
-
 double collector_woken_factor(const struct collector *c, const struct worker_info *w,
 			      const struct d9_gate_time *g)
 {
@@ -790,9 +790,10 @@ double collector_resume_factor(struct collector *c, struct worker_info *w, uint6
 		 * by a timer's whole ticks is delayed by a tick or not at all. Its bias is taken
 		 * as within its own size (1/f - 1) at 95% (bench/RESULTS.md, "The wake-chain
 		 * correction's own error"). */
-		own = run_rel_se ? hypot(collector_woken_rel_se(c, w), e / WOKEN_MODEL_Z) : 0;
-		if (run_rel_se)
+		if (run_rel_se) {
+			own = hypot(collector_woken_rel_se(c, w), e / WOKEN_MODEL_Z);
 			*run_rel_se = hypot(e * c->hit_cost_rel_se, own);
+		}
 		return f;
 	}
 	return 1.0;

@@ -176,7 +176,8 @@ double collector_woken_rel_se(const struct collector *c, const struct worker_inf
  * *capped: whether the cap refused a selection in that worker-epoch; *run_rel_se (if not NULL):
  * the relative standard error the weight 1 / factor carries from figures measured over the
  * whole run, so alike in every epoch: the hit's price (times the weight's elasticity to it),
- * and for a woken resume the wake-chain factor's own sampling error. */
+ * and for a woken resume the wake-chain factor's own error (its sampling error and its
+ * model's). */
 double collector_resume_factor(struct collector *c, struct worker_info *w, uint64_t epoch,
 			       uint32_t flags, bool *capped, double *run_rel_se);
 /* The share of the workers' CPU time in epoch that its windows covered, as the target would

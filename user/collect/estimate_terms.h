@@ -43,7 +43,7 @@ struct est_cell {
 	double sq;
 	uint64_t draws;
 	double edge;  /* counts only: sum of 1/2 / p over the counts added */
-	double price; /* counts only: sum of n / p x (elasticity x relative error) of the price */
+	double price; /* counts only: sum of n / p x its run-level relative error (price_rel) */
 };
 
 struct est_terms {
