@@ -7,9 +7,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from harness import (DEMO_FP, DEMO_NOFP, Demo, check_or_known, clean_epochs, counted_vs_truth,
-                     delivery, estimate_vs_truth, read_metadata, read_samples, run_all, run_tool,
-                     test, tmpdir)
+from harness import (DEMO_FP, DEMO_NOFP, Demo, check_or_known, clean_epochs, counted_se,
+                     counted_vs_truth, delivery, estimate_vs_truth, read_metadata, read_samples,
+                     run_all, run_tool, test, tmpdir)
 
 import importlib.util  # noqa: E402
 
@@ -204,8 +204,8 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     """32 busy workers on 2 CPUs (a runtime sized for the host under a container's CPU limit):
     a window of a few ms finds most of them waiting for a CPU. Each worker's p comes from its
     rate per second on the CPU and its CPU time per epoch, so every worker delivers about its
-    budget from the first whole epoch, none left behind or run ahead, and the counts stay
-    right."""
+    budget from the first whole epoch, none left behind or run ahead, and the CPU-bound tasks'
+    count stays within 10% of the truth."""
     hz = 10
     samples, meta, truth = profile(["--cpu-tasks", "64"], 20, workers=32)
     rates, capped, of = delivery(meta)
@@ -234,13 +234,21 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     later = [per_epoch.get(e, 0) for e in range(first + 1, meta["sampling_stopped_at_ns"] //
                                                  10**9)]
     good = clean_epochs(meta) & set(truth)
-    counted = counted_vs_truth(meta, truth, good)
-    cpu = counted.get("cpu", 0) / sum(truth[e]["resumes"]["cpu"] for e in good)
+    counted, se = counted_vs_truth(meta, truth, good), counted_se(meta, good)
+    real = {k: sum(truth[e]["resumes"][k] for e in good) for k in ("cpu", "timer", "channel")}
+    cpu = counted.get("cpu", 0) / real["cpu"]
+    # The timer and channel tasks are reported with their 95% intervals, not held to 10%: over
+    # 32 workers their resumes come in bursts longer than a window, so a 20 s run's count
+    # spreads by about 10% and its interval is some 20% wide (bench/RESULTS.md, "Task kinds
+    # with 32 workers on 2 CPUs").
+    others = ", ".join(f"{k} {counted.get(k, 0) / real[k]:.2f} +- "
+                       f"{1.96 * se.get(k, 0) / real[k]:.2f}" for k in ("timer", "channel")
+                       if real[k])
     desc = (f"{len(sampled)} of 32 workers sampled; first whole epoch "
             f"{per_epoch.get(first, 0):.1f} a worker, then {min(later):.1f}-{max(later):.1f}; "
             f"over the run {mean_rate:.1f} a worker-second (each {min(rates):.1f}-"
-            f"{max(rates):.1f}); capped {capped} of {of}; CPU tasks counted at {cpu:.2f} of the "
-            "truth")
+            f"{max(rates):.1f}); capped {capped} of {of}; counted over the truth: CPU tasks "
+            f"{cpu:.2f}, {others}")
     assert capped <= 0.02 * of, desc
     # No ramp: the first whole epoch delivers at least half of hz. Per worker: each waits
     # ~60 ms on a run queue between slices of a tick, and windows as long as that wait find
