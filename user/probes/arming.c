@@ -972,6 +972,12 @@ static void plan_epoch(struct arming *a, const struct reading *r0, const struct 
 	warn_outside_gates(a);
 	need = duty_for_samples(a->per_worker_hz, r1->elig - r0->elig, active_workers(a, epoch),
 				(double)armed_ns);
+	/* Not on the first window alone: it found only the workers on a CPU during its few ms,
+	 * and where workers outnumber the CPUs their count, taken as all there are, made the
+	 * transitions a worker makes look many times as many and cut the first whole epoch's
+	 * window to a length that finds a third of them. */
+	if (a->plan.epochs_seen <= 1)
+		need = HUGE_VAL;
 	*by_samples = need < duty;
 	a->duty = duty_clamp(*by_samples ? need : duty, a->budget);
 	own_s = e.wall_ns > 0 ? e.own_ns / (e.wall_ns / (double)NSEC) : 0;
