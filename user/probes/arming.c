@@ -1135,6 +1135,67 @@ static uint32_t write_shares(struct arming *a, uint64_t epoch)
 	return busy;
 }
 
+/* Each thread the attach found running a worker (tls_workers), with its time on a CPU so
+ * far; none where the map or /proc cannot be read. */
+static void read_first_runs(struct arming *a)
+{
+	int fd = bpf_map__fd(a->skel->maps.tls_workers);
+	uint32_t tid, next, *prev = NULL;
+	uint64_t key, run, wait, slices;
+	struct arming_first_run *f;
+	size_t cap = 0;
+
+	a->first_at = mono_ns();
+	while (fd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
+		tid = next;
+		prev = &tid;
+		if (bpf_map_lookup_elem(fd, &tid, &key) ||
+		    read_schedstat(a->t->pid, tid, &run, &wait, &slices))
+			continue;
+		if (a->nfirst == cap) {
+			cap = cap ? 2 * cap : 64;
+			f = realloc(a->first_runs, cap * sizeof(*f));
+			if (!f)
+				return;
+			a->first_runs = f;
+		}
+		a->first_runs[a->nfirst++] = (struct arming_first_run){tid, key, run};
+	}
+}
+
+/*
+ * A worker without a figure at the first whole epoch gets one from its thread's time on a CPU
+ * since the attach, as the kernel counts it. The tick and switch programs follow a worker only
+ * once the task-id word is learned, in the first window: after an attach late in a second they
+ * have followed most workers for a few ms, or not at all, by its end, and a worker with no
+ * figure calibrates through the first whole epoch and selects nothing. Not counted busy.
+ */
+static void first_shares(struct arming *a, uint64_t epoch, uint64_t now)
+{
+	int fd = bpf_map__fd(a->skel->maps.worker_ns),
+	    sfd = bpf_map__fd(a->skel->maps.worker_share);
+	uint64_t run, wait, slices;
+	struct d9_worker_share s;
+	struct d9_worker_ns v;
+
+	for (size_t i = 0; sfd >= 0 && now > a->first_at && i < a->nfirst; i++) {
+		const struct arming_first_run *f = &a->first_runs[i];
+
+		if ((!bpf_map_lookup_elem(sfd, &f->key, &s) && s.cpu_ns) ||
+		    read_schedstat(a->t->pid, f->tid, &run, &wait, &slices) || run < f->run_ns)
+			continue;
+		s = (struct d9_worker_share){.epoch = epoch - 1, .at_time = now};
+		s.cpu_ns = (uint64_t)((double)(run - f->run_ns) * (double)NSEC /
+				      (double)(now - a->first_at));
+		if (!bpf_map_lookup_elem(fd, &f->key, &v))
+			s.at_ns = v.ns;
+		bpf_map_update_elem(sfd, &f->key, &s, BPF_ANY);
+	}
+	free(a->first_runs);
+	a->first_runs = NULL;
+	a->nfirst = 0;
+}
+
 /* The run's first figures are taken from here on: the start-up (the first window puts in
  * every probe) takes CPU from the workers, and figures from before it read low, so that the
  * first whole epoch selected well over hz. Unless too little of the epoch is left (the
@@ -1229,6 +1290,8 @@ static void read_epoch_cpu(struct arming *a, uint64_t epoch, bool whole)
 	for (int i = 0; i < n; i++)
 		sum += (double)tid_cpu_delta(a, &a->cpu_now[i]);
 	a->busy_workers = write_shares(a, epoch);
+	if (whole && a->first_runs)
+		first_shares(a, epoch, mono_ns());
 	a->runq_gap_ns = runq_gap(a, n);
 	pthread_mutex_lock(&a->lock);
 	if (n && a->cpu_prev_whole && a->nlog && a->log[a->nlog - 1].epoch + 1 == epoch)
@@ -1259,8 +1322,10 @@ static void free_cpu_readings(struct arming *a)
 {
 	free(a->cpu_now);
 	free(a->cpu_prev);
+	free(a->first_runs);
 	a->cpu_now = a->cpu_prev = NULL;
-	a->ncpu_prev = 0;
+	a->first_runs = NULL;
+	a->ncpu_prev = a->nfirst = 0;
 }
 
 static void *arming_thread(void *arg)
@@ -1278,6 +1343,7 @@ static void *arming_thread(void *arg)
 	a->realtime = !pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
 	/* Capabilities are per thread: this one gives up what the main thread gives up. */
 	privs_drop(PRIVS_LOOP);
+	read_first_runs(a);
 	read_counters(a, &r0);
 
 	while (!a->stop) {

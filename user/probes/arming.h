@@ -49,6 +49,12 @@ struct arming_tid_cpu {
 	uint64_t wait_ns, slices;
 };
 
+/* A thread the attach found running a worker, and its time on a CPU then (schedstat). */
+struct arming_first_run {
+	uint32_t tid;
+	uint64_t key, run_ns;
+};
+
 struct arming {
 	/* set before arming_start */
 	struct sampler_bpf *skel;
@@ -102,6 +108,11 @@ struct arming {
 	bool cpu_prev_whole;
 	/* Workers with D9_ACTIVE_CPU_NS or more of it in the last epoch (write_shares). */
 	uint32_t busy_workers;
+	/* The attach's workers (tls_workers) and when their time was read, until the first whole
+	 * epoch has its figures (first_shares). */
+	struct arming_first_run *first_runs;
+	size_t nfirst;
+	uint64_t first_at;
 	/* The busy workers' median wait on a run queue between two slices of CPU, over the last
 	 * epoch (runq_gap); 0 when not known. */
 	double runq_gap_ns;
