@@ -4,7 +4,6 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
@@ -24,15 +23,11 @@ coverage_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(coverage_tool)
 
 
-def profile(demo_args, secs, *extra, workers=2, binary=DEMO_FP, start_at_ms=None):
-    """start_at_ms: start the tool at that point of a second of CLOCK_MONOTONIC (the epochs'
-    clock); its start-up puts the attach a few hundred ms later."""
+def profile(demo_args, secs, *extra, workers=2, binary=DEMO_FP):
     d = Demo(*demo_args, binary=binary, workers=workers, mode="mix")
     try:
         d.wait_seconds(2)
         out = tmpdir("d9est-")
-        if start_at_ms is not None:
-            time.sleep((start_at_ms / 1000 - time.clock_gettime(time.CLOCK_MONOTONIC)) % 1)
         rc, _, err = run_tool("--pid", d.pid, "--duration", secs, "--output", out, *extra,
                               timeout=secs + 60, windows=True)
         assert rc == 0, err[-800:]
@@ -212,11 +207,10 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     budget from the first whole epoch, none left behind or run ahead, and the CPU-bound tasks'
     count stays within 10% of the truth."""
     hz = 10
-    # Started 300 ms into a second, the tool attaches late in it (700-950 ms), where the
-    # first epoch ends before the switch and tick programs have followed most workers: their
-    # first figures then come from schedstat (first_shares in user/probes/arming.c), and an
-    # early attach is the easier case.
-    samples, meta, truth = profile(["--cpu-tasks", "64"], 20, workers=32, start_at_ms=300)
+    # Attached wherever in a second the tool's start-up ends, as a user attaches: after an
+    # attach late in a second (about one run in four) the first figures of most workers come
+    # from schedstat (first_shares in user/probes/arming.c; tools/first-epoch.py aims at it).
+    samples, meta, truth = profile(["--cpu-tasks", "64"], 20, workers=32)
     rates, capped, of = delivery(meta)
     # Where the windows the budget pays for cannot deliver (traps of several us), the tool
     # says so at exit: under 80% of hz while the budget set at least half the epochs' duty.
