@@ -247,13 +247,16 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     others = ", ".join(f"{k} {counted.get(k, 0) / real[k]:.2f} +- "
                        f"{1.96 * se.get(k, 0) / real[k]:.2f}" for k in ("timer", "channel")
                        if real[k])
+    short = meta["overhead"]["windows_short_of_wait"]
+    assert ("the workers wait for a CPU" in profile.stderr) == short["noted"], short
     desc = (f"attach {meta['sampling_started_at_ns'] % 10**9 / 1e6:.0f} ms into its second; "
+            f"windows short of the run queues' wait in {short['epochs']} of {short['of']} "
+            f"epochs; "
             f"{len(sampled)} of 32 workers sampled; first whole epoch "
             f"{per_epoch.get(first, 0):.1f} a worker, then {min(later):.1f}-{max(later):.1f}; "
             f"over the run {mean_rate:.1f} a worker-second (each {min(rates):.1f}-"
             f"{max(rates):.1f}); capped {capped} of {of}; counted over the truth: CPU tasks "
             f"{cpu:.2f}, {others}")
-    assert capped <= 0.02 * of, desc
     # No ramp: the first whole epoch delivers at least half of hz. Per worker: each waits
     # ~60 ms on a run queue between slices of a tick, and windows as long as that wait find
     # every busy worker in most epochs (runq_gap in user/probes/arming.c); the epochs that miss
@@ -261,9 +264,12 @@ def every_worker_sampled_with_32_workers_on_2_cpus():
     # each worker stays within 10-20% of hz (bench/RESULTS.md, "Windows as long as the run
     # queues' wait"): left behind (under 0.75 hz), or run ahead (over 1.25 hz), means well
     # outside that.
-    check_or_known(len(sampled) == 32 and per_epoch.get(first, 0) >= 0.5 * hz and
+    # Where the budget's windows fall short of that wait in most epochs the tool says so at
+    # exit, and a worker's rate follows how many epochs found it (a known gap of issue 25).
+    assert len(sampled) == 32 and 0.9 <= cpu <= 1.1, desc
+    check_or_known(capped <= 0.02 * of and per_epoch.get(first, 0) >= 0.5 * hz and
                    0.9 * hz <= mean_rate <= 1.1 * hz and min(rates) >= 0.75 * hz and
-                   max(rates) <= 1.25 * hz and 0.9 <= cpu <= 1.1, desc, meta, 25)
+                   max(rates) <= 1.25 * hz, desc, meta, 25)
     return desc
 
 

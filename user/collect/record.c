@@ -287,6 +287,39 @@ static void print_delivery(struct arming *a, const struct options *o, const stru
 		arming_hit_cost_ns(a) / 1e3);
 }
 
+/*
+ * The exit summary's line for runs whose windows the budget held shorter than the workers'
+ * wait on a run queue in most epochs: many more busy workers than CPUs, each on a CPU for a
+ * slice every few tens of ms. A window then finds a worker only when its slice falls in it, and
+ * each worker's samples a second follow how many epochs found it. Weights stay exact; the
+ * suggested budget scales the whole cost with the window, so it is an upper bound.
+ */
+static void print_short_windows(struct arming *a, const struct options *o,
+				const struct collector *c, const struct run_summary *r)
+{
+	uint64_t first = r->started_ns / D9_NSEC_PER_SEC + 1,
+		 last = r->stopped_ns / D9_NSEC_PER_SEC;
+	struct arming_short s;
+	double mean, least;
+
+	if (last < first + 1 || !collector_delivery(c, first, last - 1, &mean, &least))
+		return;
+	pthread_mutex_lock(&a->lock);
+	arming_short_windows_locked(a, first, last - 1, &s);
+	pthread_mutex_unlock(&a->lock);
+	if (!arming_short_noted(&s))
+		return;
+	fprintf(stderr,
+		"dial9-bpf: note: in %u of %u epochs the windows a %g%% budget pays for (%.0f ms) "
+		"were shorter than the %.0f ms the workers wait for a CPU, so each found only some "
+		"of them: the workers' samples a second spread more (%.1f on average, the least "
+		"%.1f, of the %" PRIu64 " asked); weights stay exact; raising --overhead-budget to "
+		"%.1f at most pays for windows as long as the wait\n",
+		s.epochs, s.of, o->overhead_budget, s.window_ms, s.wait_ms, mean, least,
+		(uint64_t)o->per_worker_hz,
+		ceil(10 * o->overhead_budget * s.wait_ms / fmax(s.window_ms, 1.0)) / 10);
+}
+
 /* The exit summary's line for machines whose probe hits cost as much as a short poll: there the
  * windows change what the workers do, beyond what the weights correct (ARMING_SLOW_HIT_NS). */
 static void print_slow_traps(struct arming *a, const struct options *o)
@@ -836,6 +869,7 @@ static void print_summary(struct record *r)
 		run->counters[D9_CNT_RB_DROPS], o->output_dir);
 	print_overhead(&r->arm, o, &r->col, run);
 	print_delivery(&r->arm, o, &r->col, run);
+	print_short_windows(&r->arm, o, &r->col, run);
 	print_slow_traps(&r->arm, o);
 }
 

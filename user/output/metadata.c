@@ -262,11 +262,14 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	struct arming *a = r->arming;
 	double run_s = (double)(r->stopped_ns - r->started_ns) / 1e9;
 	struct arming_totals d;
+	struct arming_short sw;
 	struct rusage ru = {};
 
 	getrusage(RUSAGE_SELF, &ru);
 	pthread_mutex_lock(&a->lock);
 	overhead_totals(a, r, &d);
+	arming_short_windows_locked(a, r->started_ns / 1000000000ULL + 1,
+				    r->stopped_ns / 1000000000ULL - 1, &sw);
 	fprintf(
 	    f,
 	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"
@@ -275,9 +278,10 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    "%s, "
 	    "\"in_target_se\": %s, \"lean_windows\": %" PRIu64 ", \"lean_polls\": %.0f, "
 	    "\"sampling_polls\": %.0f, \"per_hit\": %.0f, \"per_hit_rel_se\": %.3f},\n"
-	    "    \"slow_traps\": %s, \"windows\": %" PRIu64
-	    ", \"kept_probes\": %zu, \"kept_rebuilds\": %" PRIu64 ", \"kept_hits\": %" PRIu64
-	    ", \"kept_evictions\": %" PRIu64
+	    "    \"slow_traps\": %s, \"windows_short_of_wait\": {\"epochs\": %u, \"of\": %u, "
+	    "\"window_ms\": %.1f, \"wait_ms\": %.1f, \"noted\": %s},\n"
+	    "    \"windows\": %" PRIu64 ", \"kept_probes\": %zu, \"kept_rebuilds\": %" PRIu64
+	    ", \"kept_hits\": %" PRIu64 ", \"kept_evictions\": %" PRIu64
 	    ", \"armed_fraction\": %.6f, \"attach_ms_total\": %.1f, "
 	    "\"tool_cpu_ms_per_window\": %.2f, \"arming_realtime\": %s,\n"
 	    "    \"target_cpu_s\": %.3f, \"probe_cpu_s_est\": %.4f, "
@@ -295,6 +299,7 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	    a->lean_windows, a->cost_lean.polls, a->cost_full.polls, arming_hit_cost_ns_locked(a),
 	    arming_hit_cost_rel_se_locked(a),
 	    arming_slow_traps(arming_hit_cost_ns_locked(a), o->overhead_budget) ? "true" : "false",
+	    sw.epochs, sw.of, sw.window_ms, sw.wait_ms, arming_short_noted(&sw) ? "true" : "false",
 	    d.windows, a->kept_probes, a->kept_rebuilds, a->kept_hits, a->kept_evictions,
 	    run_s > 0 ? (double)d.armed_ns / 1e9 / run_s : 0, (double)d.attach_ns / 1e6,
 	    a->window_cpu_ns / 1e6, a->realtime ? "true" : "false", (double)d.target_cpu_ns / 1e9,

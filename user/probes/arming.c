@@ -600,6 +600,49 @@ const char *arming_duty_limit(const struct arming_epoch *e)
 	return e->duty >= 1.0 ? "always" : e->by_samples ? "samples" : "budget";
 }
 
+/* A window this much shorter than the wait counts as short: one a few percent short still
+ * finds most workers, and the wait itself is a median over the last epoch. */
+#define SHORT_WINDOW_SHARE 0.9
+
+static int by_value(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Sorts v. */
+static double median_of(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), by_value);
+	return n ? v[n / 2] : 0;
+}
+
+void arming_short_windows_locked(const struct arming *a, uint64_t first, uint64_t last,
+				 struct arming_short *s)
+{
+	double *win = calloc(a->nlog + 1, sizeof(*win)), *wait = calloc(a->nlog + 1, sizeof(*wait));
+
+	*s = (struct arming_short){0};
+	for (size_t i = 0; win && wait && i < a->nlog; i++) {
+		const struct arming_epoch *e = &a->log[i];
+		double w = e->windows ? (double)e->gate_ns / e->windows : 0;
+
+		if (e->epoch < first || e->epoch > last)
+			continue;
+		s->of++;
+		if (e->duty >= 1.0 || e->by_samples || e->runq_gap_ns <= MIN_WINDOW_NS ||
+		    w >= SHORT_WINDOW_SHARE * e->runq_gap_ns)
+			continue;
+		win[s->epochs] = w / 1e6;
+		wait[s->epochs++] = e->runq_gap_ns / 1e6;
+	}
+	s->window_ms = win ? median_of(win, s->epochs) : 0;
+	s->wait_ms = wait ? median_of(wait, s->epochs) : 0;
+	free(win);
+	free(wait);
+}
+
 void arming_totals_locked(const struct arming *a, struct arming_totals *t)
 {
 	*t = (struct arming_totals){a->windows,	     a->armed_ns,      a->attach_ns,
@@ -1227,13 +1270,6 @@ static uint64_t tid_cpu_delta(const struct arming *a, const struct arming_tid_cp
 	return now->ns;
 }
 
-static int by_value(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-
-	return a < b ? -1 : a > b;
-}
-
 /*
  * Where workers outnumber the CPUs, each waits its turn on a run queue between slices of a
  * tick or so: with 32 busy workers on 2 CPUs, ~60 ms. A window shorter than that finds a worker
@@ -1265,10 +1301,8 @@ static double runq_gap(struct arming *a, int n)
 			    (double)(c->wait_ns - p->wait_ns) / (double)(c->slices - p->slices);
 		}
 	}
-	if (k) {
-		qsort(gaps, (size_t)k, sizeof(*gaps), by_value);
-		gap = gaps[k / 2];
-	}
+	if (k)
+		gap = median_of(gaps, (size_t)k);
 	free(gaps);
 	return gap;
 }

@@ -154,6 +154,22 @@ struct arming {
 	size_t nlog, caplog;
 };
 
+/* The epochs whose windows the budget held shorter than the workers' wait on a run queue
+ * (runq_gap in arming.c): a window then finds only the workers whose turn on a CPU falls in
+ * it, and each worker's samples a second spread with the epochs that found it. */
+struct arming_short {
+	uint32_t epochs, of;	   /* short ones, of the epochs in the span */
+	double window_ms, wait_ms; /* their medians over the short epochs */
+};
+/* Over epochs first to last, with a->lock held by the caller. */
+void arming_short_windows_locked(const struct arming *a, uint64_t first, uint64_t last,
+				 struct arming_short *s);
+/* Whether that is most of the span: the run says so (metadata, the exit summary). */
+static inline bool arming_short_noted(const struct arming_short *s)
+{
+	return s->of > 1 && 2 * s->epochs >= s->of;
+}
+
 /* The run's running totals: a part of the run (an output folder of --rotate) reports the
  * differences of two readings. */
 struct arming_totals {
