@@ -723,8 +723,14 @@ static void target_hit_cost(struct arming *a, bool lean)
 	a->target_hit_se = se;
 	/* Far from the calibration: the two kinds of window saw different work, or a few lean
 	 * windows gave a standard error, itself from those few, that reads small; keep it. In
-	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md). */
-	a->target_hit_ns = c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c ? c : 0;
+	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md).
+	 * Nor where the workers wait on run queues (runq_gap): there the comparison reads 1.5-3
+	 * calibrations where probing every poll prices a hit at one, and a price taken from it
+	 * halves the windows (bench/RESULTS.md, "A hit's price where workers wait for a CPU"). */
+	a->target_hit_ns = c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c &&
+				   a->runq_gap_ns <= MIN_WINDOW_NS
+			       ? c
+			       : 0;
 	pthread_mutex_unlock(&a->lock);
 }
 
