@@ -268,8 +268,8 @@ static void write_overhead(FILE *f, const struct options *o, const struct collec
 	getrusage(RUSAGE_SELF, &ru);
 	pthread_mutex_lock(&a->lock);
 	overhead_totals(a, r, &d);
-	arming_short_windows_locked(a, r->started_ns / 1000000000ULL + 1,
-				    r->stopped_ns / 1000000000ULL - 1, &sw);
+	arming_short_windows_locked(a, r->started_ns / D9_NSEC_PER_SEC + 1,
+				    r->stopped_ns / D9_NSEC_PER_SEC - 1, &sw);
 	fprintf(
 	    f,
 	    "  \"overhead\": {\"budget_pct\": %.3g, \"mode\": \"%s\",\n"

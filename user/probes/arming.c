@@ -724,9 +724,10 @@ static void target_hit_cost(struct arming *a, bool lean)
 	/* Far from the calibration: the two kinds of window saw different work, or a few lean
 	 * windows gave a standard error, itself from those few, that reads small; keep it. In
 	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md).
-	 * Nor where the workers wait on run queues (runq_gap): there the comparison reads 1.5-3
-	 * calibrations where probing every poll prices a hit at one, and a price taken from it
-	 * halves the windows (bench/RESULTS.md, "A hit's price where workers wait for a CPU"). */
+	 * Nor where the workers wait on run queues (runq_gap): there the comparison reads well
+	 * above what probing every poll prices a hit at, and a price that dear cuts the windows
+	 * short of the wait (bench/RESULTS.md, "Windows short of the wait, and the price that
+	 * made them so"). */
 	a->target_hit_ns = c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c &&
 				   a->runq_gap_ns <= MIN_WINDOW_NS
 			       ? c
