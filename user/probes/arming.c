@@ -67,6 +67,13 @@
 #define REBASE_MIN_NS (FIRST_SPAN_MIN_NS + NSEC / 20)
 #define COST_MIN_DH 0.3
 #define COST_MAX_REL_SE 0.2
+/* The least share of a sampling window's poll the extra hits must take, at the calibration's
+ * price, for the comparison to price them: whatever else differs between the two kinds of
+ * window moves a poll's time by a fraction of a percent, which against hits that are a
+ * fraction of a percent of it is as large as the price itself (polls of the mix demo's
+ * CPU-bound tasks, ~850 us: bench/RESULTS.md, "Windows short of the wait, and the price that
+ * made them so"). */
+#define COST_MIN_SHARE 0.05
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
  * KEPT_MAX_HITS (none in the last ~5 windows), and the kept probes' hits between windows may
  * cost KEPT_BUDGET_SHARE of the budget, checked KEPT_CHECK_NS after the first hit and then at
@@ -701,7 +708,8 @@ static void cost_deltas(struct arming *a, double d[6])
 
 static void target_hit_cost(struct arming *a, bool lean)
 {
-	double d[6], c, se, calib;
+	double d[6], c, se, calib, dh;
+	bool seen;
 
 	cost_deltas(a, d);
 	if (lean)
@@ -724,14 +732,11 @@ static void target_hit_cost(struct arming *a, bool lean)
 	/* Far from the calibration: the two kinds of window saw different work, or a few lean
 	 * windows gave a standard error, itself from those few, that reads small; keep it. In
 	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md).
-	 * Nor where the workers wait on run queues (runq_gap): there the comparison reads well
-	 * above what probing every poll prices a hit at, and a price that dear cuts the windows
-	 * short of the wait (bench/RESULTS.md, "Windows short of the wait, and the price that
-	 * made them so"). */
-	a->target_hit_ns = c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c &&
-				   a->runq_gap_ns <= MIN_WINDOW_NS
-			       ? c
-			       : 0;
+	 * Nor where the hits are too small a part of a poll to be seen (COST_MIN_SHARE). */
+	dh = a->cost_full.hits / a->cost_full.polls - a->cost_lean.hits / a->cost_lean.polls;
+	seen = calib * dh >= COST_MIN_SHARE * a->cost_full.busy / a->cost_full.polls;
+	a->target_hit_ns =
+	    seen && c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c ? c : 0;
 	pthread_mutex_unlock(&a->lock);
 }
 
