@@ -487,7 +487,8 @@ class KnownGap(Exception):
 
 def check_or_known(ok, desc, meta, issue):
     """Asserts ok; where the tool reports slow probe traps (ARMING_SLOW_HIT_NS), or windows
-    held shorter than the workers' wait for a CPU in most epochs (arming_short_noted), a
+    held shorter than the workers' wait for a CPU in a third of the epochs or more
+    (arming_short_noted), a
     failure is a KnownGap of the issue named instead."""
     if ok:
         return

@@ -289,10 +289,11 @@ static void print_delivery(struct arming *a, const struct options *o, const stru
 
 /*
  * The exit summary's line for runs whose windows the budget held shorter than the workers'
- * wait on a run queue in most epochs: many more busy workers than CPUs, each on a CPU for a
- * slice every few tens of ms. A window then finds a worker only when its slice falls in it, and
- * each worker's samples a second follow how many epochs found it. Weights stay exact; the
- * suggested budget scales the whole cost with the window, so it is an upper bound.
+ * wait on a run queue in a third of the epochs or more (arming_short_noted): many more busy
+ * workers than CPUs, each on a CPU for a slice every few tens of ms. A window then finds a
+ * worker only when its slice falls in it, and each worker's samples a second follow how many
+ * epochs found it. Weights stay exact; the suggested budget scales the whole cost with the
+ * window, so it is an upper bound.
  */
 static void print_short_windows(struct arming *a, const struct options *o,
 				const struct collector *c, const struct run_summary *r)
