@@ -458,9 +458,9 @@ static void *load_debuginfo(void *unw)
 }
 
 /* The target's DWARF, read and indexed for inline names before sampling so that the windows
- * do not pay for it: up to a quarter second, which needs only the target's modules and debug
- * file, so it runs in a thread of its own while the BPF object loads. The thread shares no
- * libelf or libdw handle with the rest of the setup. */
+ * do not pay for it (unwinder_load_debuginfo bounds it), which needs only the target's modules
+ * and debug file, so it runs in a thread of its own while the BPF object loads. The thread
+ * shares no libelf or libdw handle with the rest of the setup. */
 static void start_debuginfo(struct record *r)
 {
 	r->unw = unwinder_new(r->o->pid);
@@ -481,8 +481,10 @@ static void start_debuginfo(struct record *r)
 /* The DWARF reader once loaded (NULL if it could not be made). */
 static struct unwinder *join_debuginfo(struct record *r)
 {
-	if (r->unw_loading)
+	if (r->unw_loading) {
+		unwinder_finish_loading(r->unw);
 		pthread_join(r->unw_thread, NULL);
+	}
 	r->unw_loading = false;
 	return r->unw;
 }

@@ -8,7 +8,6 @@
 
 #include "demangle.h"
 #include "inline_names.h"
-#include "util_clock.h"
 #include "util_hash.h"
 
 struct pc_slot {
@@ -456,18 +455,14 @@ static int compute_inline(struct inline_names *in, Dwfl_Module *mod, uint64_t pc
 	return err;
 }
 
-int inline_names_index_module(struct inline_names *in, Dwfl_Module *mod, uint64_t deadline_ns)
+int inline_names_index_next(struct inline_names *in, Dwfl_Module *mod, Dwarf_Die **cu)
 {
-	Dwarf_Die *cu = NULL;
 	Dwarf_Addr bias;
-	int n = 0;
 
-	while (mono_ns() < deadline_ns && (cu = dwfl_module_nextcu(mod, cu, &bias))) {
-		if (!cu_index_get(in, mod, cu))
-			return -ENOMEM;
-		n++;
-	}
-	return n;
+	*cu = dwfl_module_nextcu(mod, *cu, &bias);
+	if (!*cu)
+		return 0;
+	return cu_index_get(in, mod, *cu) ? 1 : -ENOMEM;
 }
 
 struct inline_names *inline_names_new(void)

@@ -35,10 +35,10 @@ void inline_names_free(struct inline_names *in);
 int inline_names_get(struct inline_names *in, Dwfl_Module *mod, uint64_t pc,
 		     struct inline_frame *out, size_t max, size_t *n);
 
-/* Indexes mod's CUs ahead of their first lookups, until the monotonic clock reaches
- * deadline_ns (mono_ns()), so that a run's first samples do not pay for it. Returns the CUs
- * indexed, or -ENOMEM. */
-int inline_names_index_module(struct inline_names *in, Dwfl_Module *mod, uint64_t deadline_ns);
+/* Indexes the CU of mod after *cu (the first when *cu is NULL) ahead of its first lookup, so
+ * that a run's samples do not pay for it, and moves *cu on. Returns 1 when a CU was indexed, 0
+ * past the last one, or -ENOMEM. */
+int inline_names_index_next(struct inline_names *in, Dwfl_Module *mod, Dwarf_Die **cu);
 
 /* The Dwfl holding the modules is about to end: drop what points into it. Names already handed
  * out stay valid. */

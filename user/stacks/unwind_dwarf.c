@@ -60,6 +60,10 @@ struct unwinder {
 
 	/* Inlined calls by (module, pc), shared by both unwinding modes; reset with the Dwfl. */
 	struct inline_names *inl;
+	/* unwinder_load_debuginfo's indexing: when it began, and until when it may go on (mono_ns;
+	 * lowered by unwinder_finish_loading from another thread). */
+	uint64_t index_started;
+	_Atomic uint64_t index_until;
 	/* A stripped module's separate debug file (unwinder_set_debug_file), by build id. */
 	char *debug_path;
 	uint8_t debug_id[20];
@@ -484,6 +488,8 @@ struct unwinder *unwinder_new(int pid)
 		return NULL;
 	}
 	u->pid = pid;
+	u->index_started = mono_ns();
+	u->index_until = UINT64_MAX;
 	u->inl = inline_names_new();
 	if (!u->inl) {
 		free(u);
@@ -729,26 +735,50 @@ const char *unwind_stop_name(enum unwind_stop stop)
 
 /* ---- Inline frames: the module of the pc, then inline_names ---- */
 
-/* How long the start-up may spend indexing the modules' CUs for inline names. Indexed on the
- * first samples instead, the CUs they touch made the tool's CPU in the run's first second
- * several times its usual, spent against the target's budget (bench/RESULTS.md, "The
- * always-on programs' reads"); past the deadline, a large program's other CUs are indexed
- * on their first lookups. */
+/*
+ * How long the start-up may spend indexing the modules' CUs for inline names. Indexed on the
+ * first samples instead, the CUs they touch made the tool's CPU in a second of the run several
+ * times its usual, spent against the target's budget (bench/RESULTS.md, "The always-on
+ * programs' reads" and "The start-up's index of inline names on a busy target"); past these
+ * bounds, a large program's other CUs are indexed on their first lookups. The indexing goes on
+ * while the rest of the setup runs, and then until UNWIND_INDEX_NS from its start; and it stops
+ * at UNWIND_INDEX_CPU_NS of its own CPU. A bound of wall time alone left most of a busy
+ * target's program to its samples: with many more busy threads than CPUs the indexing gets a
+ * few percent of a CPU.
+ */
 #define UNWIND_INDEX_NS 250000000ULL
+#define UNWIND_INDEX_CPU_NS 250000000ULL
+
+static bool index_time_left(struct unwinder *u, uint64_t cpu0)
+{
+	return mono_ns() < u->index_until && thread_cpu_ns() - cpu0 < UNWIND_INDEX_CPU_NS;
+}
 
 int unwinder_load_debuginfo(struct unwinder *u)
 {
-	uint64_t deadline = mono_ns() + UNWIND_INDEX_NS;
+	uint64_t cpu0 = thread_cpu_ns();
 	Dwarf_Addr bias;
 	size_t n = 0;
 
 	for (size_t i = 0; u && i < u->nmods; i++) {
+		Dwarf_Die *cu = NULL;
+
 		if (!u->mods[i].mod || !dwfl_module_getdwarf(u->mods[i].mod, &bias))
 			continue;
 		n++;
-		inline_names_index_module(u->inl, u->mods[i].mod, deadline);
+		while (index_time_left(u, cpu0) &&
+		       inline_names_index_next(u->inl, u->mods[i].mod, &cu) > 0)
+			;
 	}
 	return (int)n;
+}
+
+void unwinder_finish_loading(struct unwinder *u)
+{
+	uint64_t by = u->index_started + UNWIND_INDEX_NS;
+
+	if (by < u->index_until)
+		u->index_until = by;
 }
 
 int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_address,

@@ -88,9 +88,15 @@ int unwinder_inline_frames(struct unwinder *u, uint64_t pc, bool is_return_addre
  * Reads the debug info of every module reported so far (decompressing it, and searching for
  * separate debug files) and indexes its units for inline names, for a bounded time, which the
  * first inline lookups in each module would do otherwise: done before sampling, that cost
- * stays out of the sampling windows. Returns how many modules have debug info.
+ * stays out of the sampling windows. It may run in a thread of its own while the caller sets
+ * up the rest, and goes on until unwinder_finish_loading. Returns how many modules have debug
+ * info.
  */
 int unwinder_load_debuginfo(struct unwinder *u);
+
+/* The caller's setup is done and waits for unwinder_load_debuginfo, from another thread: it
+ * ends within its time from the start (unwind_dwarf.c). */
+void unwinder_finish_loading(struct unwinder *u);
 
 /*
  * Re-read the maps now, ignoring the rate limit, reporting new modules (the Dwfl is rebuilt
