@@ -45,6 +45,7 @@ def remove_tmpdirs():
     if not os.environ.get("D9_KEEP_OUTPUT"):
         for d in _tmpdirs:
             shutil.rmtree(d, ignore_errors=True)
+        _tmpdirs.clear()
 
 
 def perf(*args, home=None, timeout=120):
@@ -70,7 +71,7 @@ class Demo:
     """A running dial9-demo whose JSON-lines stdout is collected in a file."""
 
     def __init__(self, *args, binary=DEMO_FP, workers=2, mode="mix", env=None, wrap=None):
-        self.dir = tempfile.mkdtemp(prefix="d9demo-")
+        self.dir = tmpdir("d9demo-")
         self.out_path = os.path.join(self.dir, "demo.jsonl")
         self.out = open(self.out_path, "w")
         cmd = [binary, "--workers", str(workers), "--mode", mode, "--duration", "0", *args]
@@ -215,7 +216,7 @@ def run_tool(*args, timeout=60, env=None, input_signal=None, signal_after=None, 
 def profile_demo(demo, seconds, prefix, *args, warmup=2):
     """Profiles a started Demo at the defaults (windows) for seconds after warmup seconds of
     its own, stops it, and returns the output directory; asserts a clean exit."""
-    out = tempfile.mkdtemp(prefix=prefix)
+    out = tmpdir(prefix)
     try:
         demo.wait_seconds(warmup)
         rc, _, err = run_tool("--pid", demo.pid, "--duration", seconds, "--output", out, *args,
@@ -514,22 +515,27 @@ def run_all():
     name = os.path.basename(sys.argv[0])
     # Only the running file's own tests: another test file imported for its helpers
     # registers its tests too.
-    for fn in _tests:
-        if fn.__module__ != "__main__" or (only and fn.__name__ not in only):
-            continue
-        t0 = time.time()
-        try:
-            detail = fn()
-            passed += 1
-            print(f"PASS {name}::{fn.__name__} ({time.time() - t0:.1f}s)"
-                  + (f": {detail}" if detail else ""), flush=True)
-        except KnownGap as e:
-            known += 1
-            print(f"KNOWN {name}::{fn.__name__} ({time.time() - t0:.1f}s): {e}", flush=True)
-        except Exception as e:  # noqa: BLE001 - a test fails on any error
-            failed += 1
-            print(f"FAIL {name}::{fn.__name__} ({time.time() - t0:.1f}s): {e}", flush=True)
-            traceback.print_exc(limit=3, file=sys.stdout)
+    try:
+        for fn in _tests:
+            if fn.__module__ != "__main__" or (only and fn.__name__ not in only):
+                continue
+            t0 = time.time()
+            try:
+                detail = fn()
+                passed += 1
+                print(f"PASS {name}::{fn.__name__} ({time.time() - t0:.1f}s)"
+                      + (f": {detail}" if detail else ""), flush=True)
+            except KnownGap as e:
+                known += 1
+                print(f"KNOWN {name}::{fn.__name__} ({time.time() - t0:.1f}s): {e}", flush=True)
+            except Exception as e:  # noqa: BLE001 - a test fails on any error
+                failed += 1
+                print(f"FAIL {name}::{fn.__name__} ({time.time() - t0:.1f}s): {e}", flush=True)
+                traceback.print_exc(limit=3, file=sys.stdout)
+    finally:
+        # Every file's, whether or not its own main cleans up: root-owned folders left in /tmp
+        # by each run of the suite add up.
+        remove_tmpdirs()
     print(f"{passed} passed, {failed} failed" + (f", {known} known gaps" if known else ""))
     if summary:
         with open(summary, "w") as f:

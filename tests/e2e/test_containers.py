@@ -15,21 +15,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
-from harness import ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, read_metadata, read_samples, run_all, test
+from harness import ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, read_metadata, read_samples, run_all, test, tmpdir
 
 NO_SYS_ADMIN = ["setpriv", "--bounding-set", "-sys_admin,-checkpoint_restore", "--inh-caps",
                 "-sys_admin,-checkpoint_restore"]
 
-_dirs = []
-
-
-def tmpdir(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _dirs.append(d)
-    return d
 
 
 def named(samples):
@@ -253,9 +245,4 @@ def container_symlinks_never_reach_host_files():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run_all()
-    finally:
-        for d in _dirs:
-            shutil.rmtree(d, ignore_errors=True)
-    raise SystemExit(rc)
+    raise SystemExit(run_all())

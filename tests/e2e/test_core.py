@@ -4,12 +4,11 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 from harness import (DEMO_FNS, DEMO_FP, TOOL, Demo, check_estimates_probed,
                      check_estimates_windowed, complete_epochs, frame_names, read_metadata,
-                     profile_demo, read_samples, run_all, run_tool, test)
+                     profile_demo, read_samples, run_all, run_tool, test, tmpdir)
 from harness import estimate_vs_truth as estimate_vs_truth_of
 
 _cache = {}
@@ -28,7 +27,7 @@ def profiled(hz, duration=10, budget=None):
     key = ("run", hz, budget)
     if key not in _cache:
         d = mix_demo()
-        out = tempfile.mkdtemp(prefix=f"d9out-hz{hz}-")
+        out = tmpdir(f"d9out-hz{hz}-")
         extra = ["--overhead-budget", budget] if budget else []
         rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", hz, "--duration", duration,
                               "--output", out, "--seed", 7, *extra, timeout=duration + 60,
@@ -177,7 +176,7 @@ def task_ids_with_large_futures():
     d = Demo("--big-future-tasks", "4", "--cpu-tasks", "0", "--timer-tasks", "2",
              "--channel-tasks", "0", "--blocking-tasks", "0")
     try:
-        out = tempfile.mkdtemp(prefix="d9out-bigfut-")
+        out = tmpdir("d9out-bigfut-")
         rc, _, err = run_tool("--pid", d.pid, "--duration", 3, "--output", out)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
     finally:
@@ -251,7 +250,7 @@ def handoff_keeps_sampling():
 
 
 def expect_error(args, needle, env=None, user=None, wrap=None):
-    out = tempfile.mkdtemp(prefix="d9err-")
+    out = tmpdir("d9err-")
     shutil.rmtree(out)
     cmd_args = list(args) + ["--output", out]
     if wrap:
@@ -289,7 +288,7 @@ def error_messages():
         sleeper.kill()
         sleeper.wait()
     seen.append(expect_error(["--pid", 2], "kernel thread"))
-    tmp = tempfile.mkdtemp(prefix="d9strip-")
+    tmp = tmpdir("d9strip-")
     stripped = os.path.join(tmp, "demo-stripped")
     shutil.copy(DEMO_FP, stripped)
     subprocess.run(["strip", stripped], check=True)
@@ -318,7 +317,7 @@ def no_probe_left(stop_signal):
     try:
         d.wait_seconds(1)
         before = d.cpu_ns_per_poll(3)
-        out = tempfile.mkdtemp(prefix="d9left-")
+        out = tmpdir("d9left-")
         # Always armed: the test must see the probes in the cost to see a leftover one.
         args = ["--pid", d.pid, "--output", out, "--quiet", "--overhead-budget", "100"]
         if stop_signal:

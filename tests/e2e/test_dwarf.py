@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """DWARF issue: whole task stacks from a default release build (no frame pointers)."""
-import tempfile
 
 import os
 
-from harness import DEMO_FNS, DEMO_NOFP, Demo, read_metadata, read_samples, run_all, run_tool, test
+from harness import DEMO_FNS, DEMO_NOFP, Demo, read_metadata, read_samples, run_all, run_tool, test, tmpdir
 from test_dwarf_perf import perf_frames
 
 # Tokio's poll machinery below a task's own frames.
@@ -28,7 +27,7 @@ def run(unwind):
             d.wait_seconds(1)
             _cache["demo"] = d
         d = _cache["demo"]
-        out = tempfile.mkdtemp(prefix=f"d9unw-{unwind}-")
+        out = tmpdir(f"d9unw-{unwind}-")
         rc, _, err = run_tool("--pid", d.pid, "--duration", 5, "--output", out, "--unwind",
                               unwind, "--per-worker-hz", 50, "--format", "jsonl,perf")
         assert rc == 0, err[-1500:]
@@ -40,7 +39,7 @@ def run(unwind):
 def auto_picks_ebpf_for_release_build():
     d = _cache.get("demo") or Demo(binary=DEMO_NOFP)
     _cache["demo"] = d
-    out = tempfile.mkdtemp(prefix="d9unw-auto-")
+    out = tmpdir("d9unw-auto-")
     rc, _, err = run_tool("--pid", d.pid, "--duration", 2, "--output", out, "--format", "jsonl")
     assert rc == 0, err[-1500:]
     unw = read_metadata(out)["unwind"]

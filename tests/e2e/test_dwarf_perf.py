@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 from harness import (DEMO_FNS, DEMO_NOFP, Demo, perf, read_metadata, read_samples, remove_tmpdirs,
                      run_all, run_tool, test, tmpdir)
@@ -212,7 +211,7 @@ def dump_frames_main(argv):
     path = argv[argv.index("--perf-frames") + 1]
     event = argv[argv.index("--event") + 1] if "--event" in argv else RAW_EVENT
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # | head
-    home = tempfile.mkdtemp(prefix="d9dwarf-home-")
+    home = tmpdir("d9dwarf-home-")
     try:
         for (tid, ts), rec in sorted(perf_frames(path, event, home=home).items(),
                                      key=lambda kv: (kv[0][1], kv[0][0])):

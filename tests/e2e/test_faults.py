@@ -19,11 +19,10 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_FP, TOOL, Demo, read_metadata, read_samples,
-                     run_all, run_tool, test, wait_stderr)
+                     run_all, run_tool, test, wait_stderr, tmpdir)
 
 
 # Preloaded into the demo: exec another program when a trigger file appears, or spawn and join
@@ -99,7 +98,7 @@ _cache = {}
 
 def helper_so():
     if "so" not in _cache:
-        d = tempfile.mkdtemp(prefix="d9helper-")
+        d = tmpdir("d9helper-")
         src = os.path.join(d, "helper.c")
         with open(src, "w") as f:
             f.write(HELPER_C)
@@ -109,11 +108,6 @@ def helper_so():
         _cache["dirs"] = _cache.get("dirs", []) + [d]
     return _cache["so"]
 
-
-def tmpdir(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _cache["dirs"] = _cache.get("dirs", []) + [d]
-    return d
 
 
 def demo(**kw):
@@ -408,7 +402,7 @@ def flood_counts_drops_and_bounded_rss():
 
 
 def expect_refusal(pid, needle, env=None):
-    out = tempfile.mkdtemp(prefix="d9err-")
+    out = tmpdir("d9err-")
     shutil.rmtree(out)
     rc, _, err = run_tool("--pid", pid, "--output", out, env=env)
     lines = [l for l in err.splitlines() if l.strip()]

@@ -6,10 +6,9 @@ test_core.py's estimation_with_default_windows holds the multi-thread runtime to
 default windows these flavours' estimates swing by about +-0.3 from run to run (the in-window
 slowdown of tasks woken on a busy thread): they are not held to the bounds yet."""
 import os
-import tempfile
 
 from harness import (ROOT, Demo, clean_epochs, read_metadata, read_samples, run_all, run_tool,
-                     test)
+                     test, tmpdir)
 
 FLAVOURS = os.path.join(ROOT, "build", "flavours")
 
@@ -39,7 +38,7 @@ def profiled(flavour, duration=6, hz=400, workers=2, extra=()):
         d = Demo(*extra, binary=FLAVOURS, mode=flavour, workers=workers)
         try:
             d.wait_seconds(2)
-            out = tempfile.mkdtemp(prefix=f"d9fl-{flavour}-")
+            out = tmpdir(f"d9fl-{flavour}-")
             rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", hz, "--duration", duration,
                                   "--output", out, "--seed", 7, timeout=duration + 60)
             assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"

@@ -4,10 +4,9 @@ misses their worker::run calls. Each must still be keyed by its Arc<Worker> (fou
 thread-local context, user/target/worker_tls.c), so that a block_in_place after the attach, which hands
 the worker to a thread that enters worker::run, continues the same worker instead of starting a
 second one."""
-import tempfile
 
 from harness import (DEMO_FP, DEMO_NOFP, Demo, check_estimates_probed, check_estimates_windowed,
-                     estimate_vs_truth, read_metadata, read_samples, run_all, run_tool, test)
+                     estimate_vs_truth, read_metadata, read_samples, run_all, run_tool, test, tmpdir)
 
 WORKERS = 2
 TID_FLAG = 1 << 63  # D9_WORKER_TID_FLAG: a worker keyed by its thread
@@ -18,7 +17,7 @@ def profile_late(binary, duration, hz, budget=None):
     d = Demo(binary=binary, workers=WORKERS, mode="mix")
     try:
         d.wait_seconds(3)
-        out = tempfile.mkdtemp(prefix="d9late-")
+        out = tmpdir("d9late-")
         extra = ["--overhead-budget", budget] if budget else []
         rc, _, err = run_tool("--pid", d.pid, "--per-worker-hz", hz, "--duration", duration,
                               "--output", out, "--seed", 11, "--quiet", *extra,

@@ -10,11 +10,10 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 
 from harness import (DEMO_FP, ROOT, TOOL, Demo, frame_names, profile_demo, read_metadata,
-                     run_all, run_tool, test)
+                     run_all, run_tool, test, tmpdir)
 
 TRUTH = {"spin": (20e6, 250e6), "sleep": (15e6, 400e6)}
 
@@ -68,7 +67,7 @@ def check_blocked(binary, fp=True):
     d = Demo("--long-poll-tasks", "1", binary=binary, workers=2, mode="mix")
     try:
         time.sleep(2)
-        out = tempfile.mkdtemp(prefix="d9out-lp-")
+        out = tmpdir("d9out-lp-")
         rc, _, err = run_tool("--pid", d.pid, "--duration", 10, "--output", out,
                               timeout=90, windows=True)
         assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
@@ -176,7 +175,7 @@ def idle_target_ticks(env=None):
     program's runs and run time per second."""
     d = Demo("--cpu-tasks", "0", "--channel-tasks", "0", "--timer-tasks", "0",
              "--blocking-tasks", "0", workers=2, mode="mix")
-    out = tempfile.mkdtemp(prefix="d9ticks-")
+    out = tmpdir("d9ticks-")
     names = ("lp_tick", "lp_sched_tick", "cpu_tick")
     try:
         p = subprocess.Popen([TOOL, "--pid", str(d.pid), "--duration", "6", "--output", out,

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Overhead issue: armed windows bound what the probes cost a busy target."""
 import subprocess
-import tempfile
 import time
 
 from harness import (ALWAYS_ARMED, TOOL, Demo, read_metadata, read_samples, run_all, run_tool,
@@ -11,7 +10,7 @@ _runs = {}
 
 
 def cost_while_profiling(d, budget=None, hz=None, secs=7):
-    out = tempfile.mkdtemp(prefix=f"d9ovh{budget}-")
+    out = tmpdir(f"d9ovh{budget}-")
     extra = ["--overhead-budget", str(budget)] if budget else []
     extra += ["--per-worker-hz", str(hz)] if hz else []
     # The probes' and windows' cost alone: on-CPU samples and long polls' clock ticks are
@@ -266,7 +265,7 @@ def cold_probes_kept_until_hit():
     6 s in, at ~100k polls/s."""
     d = Demo("--late-cpu-tasks", "32", "--late-after", "6", workers=2, mode="hot")
     try:
-        out = tempfile.mkdtemp(prefix="d9kept-")
+        out = tmpdir("d9kept-")
         p = subprocess.run([TOOL, "--pid", str(d.pid), "--output", out, "--quiet",
                             "--duration", "12", "--format", "jsonl"], stderr=subprocess.PIPE,
                            text=True, timeout=90)

@@ -8,12 +8,11 @@ import shutil
 import signal
 import struct
 import subprocess
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 import zlib
 
-from harness import ALWAYS_ARMED, DEMO_NOFP, TOOL, Demo, read_metadata, read_samples, run_all, test
+from harness import ALWAYS_ARMED, DEMO_NOFP, TOOL, Demo, read_metadata, read_samples, run_all, test, tmpdir
 
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
             "channel_kind_consumer")
@@ -25,11 +24,6 @@ SHOT_COPY = "/tmp/flamegraph-shot.png"
 
 _cache = {}
 
-
-def tmpdir(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _cache.setdefault("tmpdirs", []).append(d)
-    return d
 
 
 def profiled():

@@ -7,7 +7,7 @@ import re
 import shutil
 import tempfile
 
-from harness import Demo, read_metadata, read_samples, read_stack_table, run_all, run_tool, test
+from harness import Demo, read_metadata, read_samples, read_stack_table, run_all, run_tool, test, tmpdir
 
 DEMO_FNS = ("cpu_kind_task", "timer_kind_task", "channel_kind_producer",
             "channel_kind_consumer")
@@ -22,7 +22,7 @@ def recorded():
         d = Demo(workers=2, mode="mix")
         try:
             d.wait_seconds(2)
-            out = tempfile.mkdtemp(prefix="d9report-")
+            out = tmpdir("d9report-")
             rc, _, err = run_tool("--pid", d.pid, "--format", "jsonl", "--duration", 5,
                                   "--output", out, "--quiet", timeout=65)
             assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
@@ -36,7 +36,7 @@ def inline_copy():
     """The same run converted to the inline layout (an old run's directory)."""
     if "inline" not in _cache:
         out, samples, meta = recorded()
-        d = tempfile.mkdtemp(prefix="d9report-inline-")
+        d = tmpdir("d9report-inline-")
         meta = dict(meta, samples=dict(meta["samples"], layout="inline"))
         with open(os.path.join(d, "metadata.json"), "w") as f:
             json.dump(meta, f)
@@ -103,7 +103,7 @@ def report_of_a_real_run():
 def damaged(mutate, compact=False):
     """A copy of the real run's output (inline layout, or as written), changed by mutate(dir)."""
     out = recorded()[0] if compact else inline_copy()
-    d = tempfile.mkdtemp(prefix="d9bad-")
+    d = tmpdir("d9bad-")
     for name in ("metadata.json", "samples.jsonl", "stacks.jsonl"):
         if os.path.exists(os.path.join(out, name)):
             shutil.copy(os.path.join(out, name), d)

@@ -8,10 +8,9 @@ arbitrary address; and the demo's park points are few and its stacks repeat, so 
 stacks are ones the dwarf run, sampled separately, also saw whole."""
 import json
 import os
-import tempfile
 
 from harness import (ALWAYS_ARMED, DEMO_FNS, DEMO_NOFP, DEMO_PLAIN, Demo, frame_names,
-                     read_metadata, read_samples, run_all, run_tool, test)
+                     read_metadata, read_samples, run_all, run_tool, test, tmpdir)
 
 POLL_MACHINERY = ("Harness<T,S>::poll", "raw::poll", "RawTask::poll", "run_task")
 
@@ -33,7 +32,7 @@ def run(binary, unwind):
             d = Demo(binary=binary)
             d.wait_seconds(1)
             _cache[binary] = d
-        out = tempfile.mkdtemp(prefix=f"d9ebpf-{unwind}-")
+        out = tmpdir(f"d9ebpf-{unwind}-")
         rc, _, err = run_tool("--pid", _cache[binary].pid, "--duration", 3, "--output", out,
                               "--unwind", unwind, "--per-worker-hz", 100, "--format", "jsonl",
                               *ALWAYS_ARMED)
@@ -158,7 +157,7 @@ def long_poll_stacks_are_whole():
     d = Demo("--long-poll-tasks", "1", binary=DEMO_PLAIN, workers=2, mode="mix")
     _cache["lp-demo"] = d
     d.wait_seconds(2)
-    out = tempfile.mkdtemp(prefix="d9ebpf-lp-")
+    out = tmpdir("d9ebpf-lp-")
     rc, _, err = run_tool("--pid", d.pid, "--duration", 6, "--output", out, "--unwind", "ebpf",
                           "--long-poll-ms", 10, "--format", "jsonl")
     assert rc == 0, err[-1500:]
