@@ -460,6 +460,21 @@ static int handle_record(struct collector *c, void *data, size_t size)
 /* What a sample needs of its worker's epoch: whether the cap refused a selection in it, and
  * the worker's in-window slowdown. From the closed epoch's record, else the open one's state
  * in the map; with neither, not capped and no slowdown. */
+/* A worker's open epoch from the BPF map (0 when found), read once a flush: a flush writes
+ * samples of epochs that ended, whose state no window changes any more, and hundreds of them
+ * a worker where the epoch's record has not come yet (the worker's next window sends it). */
+static int open_epoch_of(struct collector *c, struct worker_info *w, struct d9_worker_state *ws)
+{
+	if (!w || !c->open_gen)
+		return c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, ws);
+	if (w->open_gen != c->open_gen) {
+		w->open_found = !c->open_epoch(c->open_epoch_ctx, w->key, &w->open);
+		w->open_gen = c->open_gen;
+	}
+	*ws = w->open;
+	return w->open_found ? 0 : -1;
+}
+
 static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoch, bool *capped,
 		       double *slowdown, struct d9_gate_time *gate)
 {
@@ -476,8 +491,7 @@ static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoc
 			*gate = w->epochs[i].gate;
 			return;
 		}
-	if (c->open_epoch && !c->open_epoch(c->open_epoch_ctx, w ? w->key : 0, &ws) &&
-	    ws.epoch == epoch) {
+	if (c->open_epoch && !open_epoch_of(c, w, &ws) && ws.epoch == epoch) {
 		*capped = ws.capped;
 		*slowdown = collector_slowdown(&ws.gate, c->hit_cost_ns);
 		*gate = ws.gate;
@@ -1036,6 +1050,8 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 {
 	uint64_t t0 = mono_ns();
 
+	/* A final flush writes samples of epochs still open: their state is read afresh. */
+	c->open_gen = final ? 0 : ++c->flushes;
 	while (c->head) {
 		struct pending_sample *p = c->head;
 
@@ -1047,6 +1063,7 @@ void collector_flush(struct collector *c, uint64_t now_ns, bool final)
 			break;
 		write_pending(c, &c->head, NULL);
 	}
+	c->open_gen = 0;
 	c->loader_ns += mono_ns() - t0;
 }
 

@@ -56,6 +56,10 @@ struct worker_info {
 	uint64_t woken_chain_ns, woken_cycle_ns, woken_hits, woken_capture_ns;
 	struct woken_moments woken_m;
 	uint64_t runtime_key; /* of its samples (0 until one is seen) */
+	/* Its open epoch as the BPF map held it at the collector's flush open_gen (epoch_view). */
+	uint64_t open_gen;
+	bool open_found;
+	struct d9_worker_state open;
 	struct epoch_stat *epochs;
 	size_t nepochs;
 	size_t cap;
@@ -92,6 +96,8 @@ struct collector {
 	uint64_t samples_dwarf, frames_fp, frames_dwarf;
 	open_epoch_fn open_epoch;
 	void *open_epoch_ctx;
+	uint64_t flushes;
+	uint64_t open_gen;  /* the flush under way (flushes); 0: none, open epochs read afresh */
 	double hit_cost_ns; /* what one probe hit costs the target, kept current by the loader */
 	double hit_cost_rel_se;	  /* and its relative standard error, kept with it */
 	worker_cpu_fn worker_cpu; /* NULL: yielded resumes' counts scaled by the duty alone */
