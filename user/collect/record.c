@@ -195,7 +195,8 @@ static int on_record(void *ctx, void *data, size_t size)
 }
 
 /* Sleeps until the next read of the ring buffer: a period, the end of an armed window, the
- * target's exit or a signal, whichever comes first. */
+ * target's exit or a signal, whichever comes first. rb_fd < 0: records that ask for a wakeup
+ * wait for one of those. */
 static void wait_for_read(int pidfd, int notify_fd, int rb_fd, int timeout_ms)
 {
 	struct pollfd p[3] = {
@@ -802,9 +803,15 @@ static void record_loop(struct record *r)
 		uint64_t now = mono_ns();
 
 		status_ns = o->quiet ? 0 : last_status + status_every * D9_NSEC_PER_SEC;
-		/* Straight on after a read cut short by its time slice: records are waiting. */
+		/* Straight on after a read cut short by its time slice: records are waiting. Not
+		 * woken by the ring while a window is open: read_records leaves it alone then, and
+		 * a record that asked for a wakeup (a long poll) keeps its fd readable until it is
+		 * read, so the loop spun through the rest of the window, taking a CPU from the
+		 * workers the window measures (bench/RESULTS.md, "The loader spinning through a
+		 * window"). The window's end wakes it. */
 		wait_for_read(
-		    r->pidfd, r->arm.notify_fd, ring_buffer__epoll_fd(r->rb),
+		    r->pidfd, r->arm.notify_fd,
+		    arming_window_open(&r->arm) ? -1 : ring_buffer__epoll_fd(r->rb),
 		    err == RB_SLICE_OVER ? 0 : read_timeout_ms(&r->arm, now, end_ns, status_ns));
 		err = read_records(r);
 		if (err < 0 && err != RB_SLICE_OVER)
