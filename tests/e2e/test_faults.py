@@ -105,16 +105,9 @@ def helper_so():
         so = os.path.join(d, "helper.so")
         subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-pthread", src, "-o", so], check=True)
         _cache["so"] = so
-        _cache["dirs"] = _cache.get("dirs", []) + [d]
     return _cache["so"]
 
 
-
-def demo(**kw):
-    """A Demo whose output directory is removed at the end."""
-    d = Demo(**kw)
-    _cache["dirs"] = _cache.get("dirs", []) + [d.dir]
-    return d
 
 
 def named_fraction(samples):
@@ -165,7 +158,7 @@ def rss_kb(pid):
 
 @test
 def target_exits_mid_run():
-    d = demo(workers=2, mode="mix")
+    d = Demo(workers=2, mode="mix")
     out = tmpdir("d9out-exit-")
     try:
         p, errf = start_tool("--pid", d.pid, "--duration", 60, "--output", out)
@@ -200,7 +193,7 @@ def profile_through_exec(self_exec):
     env = dict(os.environ, LD_PRELOAD=helper_so(), D9_EXEC_TRIGGER=trig)
     if self_exec:
         env["D9_EXEC_SELF"] = "1"
-    d = demo(workers=2, mode="mix", env=env)
+    d = Demo(workers=2, mode="mix", env=env)
     out = tmpdir("d9out-exec-")
     r = {"out": out}
     try:
@@ -274,12 +267,12 @@ def thread_churn_in_target():
     env = dict(os.environ, LD_PRELOAD=helper_so(), D9_CHURN_PER_SEC=str(rate))
     # Without churn first: the tool's RSS grows as the DWARF of the frames it names (inlined
     # calls) is read, which has nothing to do with threads coming and going.
-    calm = demo(workers=2, mode="mix")
+    calm = Demo(workers=2, mode="mix")
     try:
         base, _, _ = rss_growth_kb(calm.pid, tmpdir("d9out-calm-"))
     finally:
         calm.stop()
-    d = demo(workers=2, mode="mix", env=env)
+    d = Demo(workers=2, mode="mix", env=env)
     out = tmpdir("d9out-churn-")
     try:
         with open("/proc/loadavg") as f:
@@ -307,7 +300,7 @@ def thread_churn_in_target():
 
 @test
 def sigkill_leaves_no_probe_and_readable_outputs():
-    d = demo(workers=2, mode="hot")
+    d = Demo(workers=2, mode="hot")
     out = tmpdir("d9out-kill-")
     try:
         d.wait_seconds(1)
@@ -359,7 +352,7 @@ def sigkill_leaves_no_probe_and_readable_outputs():
 
 @test
 def flood_counts_drops_and_bounded_rss():
-    d = demo(workers=2, mode="hot")
+    d = Demo(workers=2, mode="hot")
     out = tmpdir("d9out-flood-")
     secs = 25  # a 10-minute run by hand showed the same plateau
     try:
@@ -435,7 +428,7 @@ def deleted_executable_still_profiled():
     tmp = tmpdir("d9del-")
     exe = os.path.join(tmp, "dial9-demo")
     shutil.copy(DEMO_FP, exe)
-    d = demo(binary=exe)
+    d = Demo(binary=exe)
     out = tmpdir("d9out-del-")
     try:
         os.unlink(exe)
@@ -454,7 +447,7 @@ def deleted_executable_still_profiled():
 
 @test
 def second_tool_refused_while_first_runs():
-    d = demo(workers=2, mode="mix")
+    d = Demo(workers=2, mode="mix")
     out = tmpdir("d9out-first-")
     lock = f"/run/dial9-bpf/{d.pid}.lock"
     try:
@@ -478,9 +471,4 @@ def second_tool_refused_while_first_runs():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run_all()
-    finally:
-        for d in _cache.get("dirs", []):
-            shutil.rmtree(d, ignore_errors=True)
-    raise SystemExit(rc)
+    raise SystemExit(run_all())

@@ -39,7 +39,6 @@ def profiled():
                                capture_output=True, text=True, timeout=90)
         finally:
             d.stop()
-            _cache.setdefault("tmpdirs", []).append(d.dir)
         assert p.returncode == 0, f"dial9-bpf exited {p.returncode}: {p.stderr[-1500:]}"
         samples = read_samples(out)
         assert len(samples) >= 100, f"only {len(samples)} samples"
@@ -169,7 +168,6 @@ def legacy_names_and_no_task_root():
                            capture_output=True, text=True, timeout=90)
     finally:
         d.stop()
-        _cache.setdefault("tmpdirs", []).append(d.dir)
     assert p.returncode == 0, p.stderr[-1500:]
     samples = read_samples(out)
     assert len(samples) >= 30, f"only {len(samples)} samples"
@@ -370,7 +368,6 @@ def killed_run_leaves_no_truncated_file():
             p.wait(60)  # exit detaches the uprobes, which can take a while
     finally:
         d.stop()
-        _cache.setdefault("tmpdirs", []).append(d.dir)
     files = sorted(os.listdir(out))
     assert "samples.jsonl" in files, f"the tool never started writing: {files}"
     for name in ("profile.pb.gz", "stacks.folded", "flamegraph.svg"):
@@ -380,9 +377,4 @@ def killed_run_leaves_no_truncated_file():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run_all()
-    finally:
-        for d in _cache.get("tmpdirs", []):
-            shutil.rmtree(d, ignore_errors=True)
-    raise SystemExit(rc)
+    raise SystemExit(run_all())
