@@ -457,9 +457,6 @@ static int handle_record(struct collector *c, void *data, size_t size)
 	}
 }
 
-/* What a sample needs of its worker's epoch: whether the cap refused a selection in it, and
- * the worker's in-window slowdown. From the closed epoch's record, else the open one's state
- * in the map; with neither, not capped and no slowdown. */
 /* A worker's open epoch from the BPF map (0 when found), read once a flush: a flush writes
  * samples of epochs that ended, whose state no window changes any more, and hundreds of them
  * a worker where the epoch's record has not come yet (the worker's next window sends it). */
@@ -475,6 +472,9 @@ static int open_epoch_of(struct collector *c, struct worker_info *w, struct d9_w
 	return w->open_found ? 0 : -1;
 }
 
+/* What a sample needs of its worker's epoch: whether the cap refused a selection in it, and
+ * the worker's in-window slowdown. From the closed epoch's record, else the open one's state
+ * in the map; with neither, not capped and no slowdown. */
 static void epoch_view(struct collector *c, struct worker_info *w, uint64_t epoch, bool *capped,
 		       double *slowdown, struct d9_gate_time *gate)
 {
