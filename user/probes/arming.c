@@ -733,7 +733,7 @@ static void target_hit_cost(struct arming *a, bool lean)
 	 * windows gave a standard error, itself from those few, that reads small; keep it. In
 	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md).
 	 * Nor where the hits are too small a part of a poll to be seen (COST_MIN_SHARE). */
-	dh = a->cost_full.hits / a->cost_full.polls - a->cost_lean.hits / a->cost_lean.polls;
+	dh = hit_cost_extra_hits(&a->cost_full, &a->cost_lean);
 	seen = calib * dh >= COST_MIN_SHARE * a->cost_full.busy / a->cost_full.polls;
 	a->target_hit_ns =
 	    seen && c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c ? c : 0;

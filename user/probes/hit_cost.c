@@ -26,6 +26,11 @@ static double per_poll(const struct hit_cost_sums *s, double *var)
 	return b;
 }
 
+double hit_cost_extra_hits(const struct hit_cost_sums *full, const struct hit_cost_sums *lean)
+{
+	return full->hits / full->polls - lean->hits / lean->polls;
+}
+
 double hit_cost_measure(const struct hit_cost_sums *full, const struct hit_cost_sums *lean,
 			double min_polls, double min_dh, double *se)
 {
@@ -34,7 +39,7 @@ double hit_cost_measure(const struct hit_cost_sums *full, const struct hit_cost_
 	*se = 0;
 	if (full->n < 2 || lean->n < 2 || full->polls < min_polls || lean->polls < min_polls)
 		return 0;
-	dh = full->hits / full->polls - lean->hits / lean->polls;
+	dh = hit_cost_extra_hits(full, lean);
 	if (dh < min_dh)
 		return 0;
 	bf = per_poll(full, &vf);

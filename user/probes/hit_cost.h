@@ -26,6 +26,9 @@ struct hit_cost_sums {
 /* Adds one window's measured polls (none: nothing added). */
 void hit_cost_add(struct hit_cost_sums *s, double polls, double busy_ns, double hits);
 
+/* The extra hits a poll of the sampling windows takes over one of the lean windows. */
+double hit_cost_extra_hits(const struct hit_cost_sums *full, const struct hit_cost_sums *lean);
+
 /* The cost of a hit in ns and its standard error (*se), or 0 where the windows cannot say:
  * fewer than two windows of a kind, fewer than min_polls polls, or hits per poll that differ
  * by less than min_dh. */
