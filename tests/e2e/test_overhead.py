@@ -198,10 +198,15 @@ def windows_sized_by_samples_at_99hz():
                 f"{whole_pct:.2f}% over the run")
     sel = sum(e["selected"] for e in whole) / len(whole)
     elig = sum(e["eligible"] for e in whole) / len(whole)
-    # The median: one epoch whose window caught a worker descheduled (38 transitions instead
-    # of ~180, seen in CI) should not decide it.
-    med = sorted(e["selected"] for e in whole)[len(whole) // 2]
-    assert med >= 0.8 * 99, f"median {med} samples per worker-epoch at 99 Hz (mean {sel:.1f})"
+    # The mean without the lowest worker-epoch: one whose window caught a worker descheduled
+    # (38 transitions instead of ~180) should not decide it. Not the median: of ~12
+    # worker-epochs it swings with how the two workers split the windows' CPU (77 in one
+    # run whose mean was 93, 97-101 in most).
+    got = sorted(e["selected"] for e in whole)
+    med = got[len(got) // 2]
+    trimmed = sum(got[1:]) / (len(got) - 1)
+    assert trimmed >= 0.85 * 99, \
+        f"{trimmed:.1f} samples per worker-epoch at 99 Hz without the lowest: {got}"
     # Windows are sized for 2 transitions per sample from the last epoch's in-window rate,
     # which captures (~9 us each, one every other transition) slow: p comes out at 0.5-0.7,
     # not near 1.
