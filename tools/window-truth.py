@@ -34,7 +34,8 @@ from harness import DEMO_FP, TOOL, clean_epochs, counted_by_fn, read_metadata  #
 WINDOW = re.compile(r"window: (\w+), attach from (\d+), gate (\d+)-(\d+) ns")
 AFTER_NS = 20_000_000
 # Spans from the gate's opening, in ms; a span past a window's gate counts only up to it.
-BINS_MS = ((-2, -1), (-1, 0), (0, 1), (1, 2), (2, 4), (4, 8), (8, 16))
+BINS_MS = ((-2, -1), (-1, 0), (0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64),
+           (64, 128))
 
 
 def run(workers, secs, demo_args, tmp):
