@@ -157,6 +157,42 @@ def long_polls_tokio_1_53():
     return check_blocked(matrix_demo("1.53.1"), fp=False)
 
 
+def wrapper_frames(poll):
+    """The demo's Counted<F>::poll frames on a long poll's stack, their own code (not inlined)."""
+    return [f["name"] for f in poll["stack"] if not f.get("inlined") and f.get("name") and
+            f["name"].startswith("<dial9_demo::Counted<") and "Future>::poll" in f["name"]]
+
+
+@test
+def folded_wrappers_named_after_their_task():
+    """The demo's Counted<F>::poll calls its inner future through a pointer, so the compiler
+    folds it into one function for several task types (4 and 5 of them), named in the symbol
+    table after one. A long poll's stack names it after the poll's own task, as the
+    samples do: a frame naming another task's wrapper would put the poll in the wrong task.
+    CPU-bound polls of ~15 ms and the channel tasks, whose timer lock is held by preempted
+    workers (16 busy ones on 2 CPUs), give long polls of several task types."""
+    d = Demo("--cpu-tasks", "32", "--cpu-iters", "400000", workers=16, mode="mix")
+    try:
+        time.sleep(1)
+        out = tmpdir("d9out-lpfold-")
+        # A few of the channel and timer tasks' polls a second wait on that lock.
+        rc, _, err = run_tool("--pid", d.pid, "--duration", 10, "--output", out,
+                              "--long-poll-ms", 2, timeout=60, windows=True)
+        assert rc == 0, f"dial9-bpf exited {rc}: {err[-1500:]}"
+    finally:
+        d.stop()
+    with open(os.path.join(out, "long_polls.jsonl")) as f:
+        polls = [json.loads(l) for l in f if l.strip()]
+    named = [p for p in polls if p.get("future") and wrapper_frames(p)]
+    wrong = [(p["future"], n) for p in named for n in wrapper_frames(p)
+             if f"<{p['future']} as" not in n]
+    kinds = {p["future"] for p in named}
+    assert len(kinds) >= 2, f"long polls of {len(kinds)} task types: {sorted(kinds)}"
+    assert not wrong, f"{len(wrong)} wrapper frames of {len(named)} polls name another task: " \
+        f"{wrong[:2]}"
+    return f"{len(named)} long polls of {len(kinds)} task types, each wrapper named after its own"
+
+
 def prog_stats(names):
     """{program name: (run count, run time ns)} of the loaded BPF programs so named (bpftool;
     the tests run one tool at a time)."""

@@ -751,8 +751,8 @@ static size_t symbolize_frames(struct collector *c, const uint64_t *pcs, size_t 
 /* A frame in code the compiler folded for several functions (a generic wrapper's poll that
  * came out the same for several task types) is named by the symbol table after one of them;
  * the one that names the sample's own task type is the one that ran. */
-static void name_folded_frames(struct collector *c, struct task_frame *frames, size_t n,
-			       const char *future)
+void collector_name_folded_frames(struct collector *c, struct task_frame *frames, size_t n,
+				  const char *future)
 {
 	for (size_t i = 0; future && i < n; i++) {
 		struct sym_info si;
@@ -960,7 +960,7 @@ static void write_cpu_sample(struct collector *c, const struct d9_sample *s,
 	n = symbolize_frames(c, pcs, n, frames);
 	scheduler = cpu_samples_name(c->cpu, c->sym, c->types, frames, n,
 				     s->flags & D9_SF_TASK_ID_OK, s->task_id, &ts.future, &root);
-	name_folded_frames(c, frames, n, ts.future);
+	collector_name_folded_frames(c, frames, n, ts.future);
 	if (root && c->task_root && n < MAX_FRAMES_OUT)
 		frames[n++] = (struct task_frame){.name = root, .task_root = true};
 	sample_common(c, s, w, &ts);
@@ -1004,7 +1004,7 @@ static void write_sample(struct collector *c, const struct d9_sample *s, const s
 	type = c->types && s->task_vtable ? task_types_find(c->types, s->task_vtable) : NULL;
 	if (type) {
 		ts.future = type->name;
-		name_folded_frames(c, frames, n, type->name);
+		collector_name_folded_frames(c, frames, n, type->name);
 		type->samples++;
 		if (c->cpu && (s->flags & D9_SF_TASK_ID_OK))
 			cpu_samples_note_task(c->cpu, s->task_id, type);

@@ -201,6 +201,10 @@ void collector_free(struct collector *c);
 struct task_frame;
 size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 			   struct task_frame *frames);
+/* Renames the frames in code folded for several functions after the one that names future
+ * (the sample's task type): the symbol table names such code after one of them only. */
+void collector_name_folded_frames(struct collector *c, struct task_frame *frames, size_t n,
+				  const char *future);
 /* An epoch's in-window slowdown of the tasks that yielded (see collector.c); 1 = none. */
 double collector_slowdown(const struct d9_gate_time *g, double hit_cost_ns);
 /*

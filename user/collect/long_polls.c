@@ -200,6 +200,7 @@ int long_polls_handle(struct long_polls *lp, struct collector *c, const void *da
 	}
 	w = collector_worker(c, r->worker);
 	future = task_types_stack_future(frames, n);
+	collector_name_folded_frames(c, frames, n, future);
 	b->len = 0;
 	json_buf_lit(b, "{\"timestamp_ns\":");
 	json_buf_u64(b, r->out_ns);

@@ -255,7 +255,8 @@ static uint64_t location_id(struct pprof_writer *pw, const struct task_frame *f,
 	if (f) {
 		/* A return address points after the call; -1 lands on the call's line. Keyed by
 		 * the name as well: code folded for several functions is named by the sample's
-		 * task (name_folded_frames), so one address can stand for several of them. */
+		 * task (collector_name_folded_frames), so one address can stand for several of
+		 * them. */
 		uint64_t w[2] = {f->addr, (uintptr_t)f->name};
 
 		addr = depth && f->addr ? f->addr - 1 : f->addr;
