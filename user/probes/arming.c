@@ -74,6 +74,12 @@
  * CPU-bound tasks, ~850 us: bench/RESULTS.md, "Windows short of the wait, and the price that
  * made them so"). */
 #define COST_MIN_SHARE 0.05
+/* Lean windows are left out where they could not price a hit (lean_unseen): judged on this
+ * many polls of the sampling windows, with the calibration's price this many times over, a
+ * lean poll's hits taken as this many (its entry's; 0.999 measured on the mix demo). */
+#define LEAN_SKIP_MIN_POLLS 50.0
+#define LEAN_SKIP_MARGIN 1.5
+#define LEAN_KEPT_HITS 0.9
 /* Kept probes (kept_update): a probe joins once its recent hits per window fall below
  * KEPT_MAX_HITS (none in the last ~5 windows), and the kept probes' hits between windows may
  * cost KEPT_BUDGET_SHARE of the budget, checked KEPT_CHECK_NS after the first hit and then at
@@ -740,12 +746,34 @@ static void target_hit_cost(struct arming *a, bool lean)
 	pthread_mutex_unlock(&a->lock);
 }
 
-static bool lean_due(const struct arming *a, uint64_t nepochs)
+/* Whether the sampling windows already show that lean ones could not price a hit (the
+ * visibility test of target_hit_cost, COST_MIN_SHARE): a lean window's polls keep their own
+ * entry's hit, so the extra hits it leaves out are at most a sampling window's hits per poll
+ * less LEAN_KEPT_HITS, and even those, at LEAN_SKIP_MARGIN times the calibration's price,
+ * are too small a part of a poll (the mix demo's polls of tens of us and more, against ~1
+ * extra hit of ~1 us). Each lean window would then cost an attach and a detach for nothing:
+ * with 32 workers on 2 CPUs, 5-20 ms of the tool's CPU, out of the budget that pays for the
+ * sampling windows. cost_full is this thread's. */
+static bool lean_unseen(struct arming *a)
+{
+	double calib, extra, busy;
+
+	if (a->cost_full.polls < LEAN_SKIP_MIN_POLLS)
+		return false;
+	pthread_mutex_lock(&a->lock);
+	calib = a->cost.entry_ns + a->bpf_run_ns;
+	pthread_mutex_unlock(&a->lock);
+	extra = a->cost_full.hits / a->cost_full.polls - LEAN_KEPT_HITS;
+	busy = a->cost_full.busy / a->cost_full.polls;
+	return LEAN_SKIP_MARGIN * calib * extra < COST_MIN_SHARE * busy;
+}
+
+static bool lean_due(struct arming *a, uint64_t nepochs)
 {
 	/* lean_windows is written by this thread only: no lock needed to read it here. */
 	uint64_t every = a->lean_windows < LEAN_SETTLED ? LEAN_EVERY : LEAN_EVERY_LATE;
 
-	return nepochs < LEAN_FIRST || nepochs % every == 0;
+	return (nepochs < LEAN_FIRST || nepochs % every == 0) && !lean_unseen(a);
 }
 
 /* One lean window of the sampling windows' length (LEAN_MIN_WINDOW_NS at least) at a random
