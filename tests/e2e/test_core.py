@@ -144,6 +144,39 @@ def folded_wrapper_frames_name_the_task():
             f"{max(len(v) for v in folds.values())} names at most")
 
 
+def folded_core_polls(binary):
+    """Addresses of the demo binary where Tokio's Core<T, S>::poll is one copy for both
+    schedulers (S the multi-thread and the current_thread runtime's handle)."""
+    out = subprocess.run(["nm", "-C", binary], capture_output=True, text=True, check=True).stdout
+    at = {}
+    for line in out.splitlines():
+        if "task::core::Core<" in line and line.endswith(">>::poll"):
+            at.setdefault(line.split()[0], set()).add(line.split(" ", 2)[2])
+    return {a: names for a, names in at.items()
+            if any("current_thread" in n for n in names) and
+            any("multi_thread" in n for n in names)}
+
+
+@test
+def folded_core_frames_name_the_scheduler():
+    """tokio::spawn compiles each task's Core<T, S>::poll for both schedulers, and the two
+    copies come out the same, so the compiler keeps one, named after either. On a multi-thread
+    runtime no frame may name the current_thread scheduler's handle: neither Core::poll nor the
+    calls inlined into it (named from the kept copy's debug info)."""
+    folds = folded_core_polls(DEMO_FP)
+    assert folds, "no Core<T, S>::poll folded for both schedulers: this test would check nothing"
+    _, samples, _, _ = profiled(20, budget=100)
+    core, wrong = 0, []
+    for s in samples:
+        for n in frame_names(s):
+            if "task::core::Core<" in n and "multi_thread" in n:
+                core += 1
+            if "scheduler::current_thread::Handle" in n:
+                wrong.append(n)
+    assert core >= 100 and not wrong, f"{core} Core frames right, {len(wrong)} wrong: {wrong[:2]}"
+    return f"{core} Core frames name the multi-thread scheduler; {len(folds)} folded copies"
+
+
 @test
 def sample_fields_complete():
     _, samples, meta, _ = profiled(20, budget=100)

@@ -97,11 +97,11 @@ static void test_folded_names(void **state)
 	assert_true(si.merged);
 	/* Whichever name the table kept, each is found by the type that only it has, and only as
 	 * a whole type: "u1" is not "u16". */
-	assert_string_equal(symbolizer_name_with(s, addr, "u8"), "dial9::Folded<u8>::poll");
-	assert_string_equal(symbolizer_name_with(s, addr, "u16"), "dial9::Folded<u16>::poll");
-	assert_null(symbolizer_name_with(s, addr, "u32"));
-	assert_null(symbolizer_name_with(s, addr, "u1"));
-	assert_null(symbolizer_name_with(s, addr, "Folded"));
+	assert_string_equal(symbolizer_name_with(s, addr, "u8", NULL), "dial9::Folded<u8>::poll");
+	assert_string_equal(symbolizer_name_with(s, addr, "u16", NULL), "dial9::Folded<u16>::poll");
+	assert_null(symbolizer_name_with(s, addr, "u32", NULL));
+	assert_null(symbolizer_name_with(s, addr, "u1", NULL));
+	assert_null(symbolizer_name_with(s, addr, "Folded", NULL));
 	assert_int_equal(symbolizer_resolve(s, addr_of(dial9_test_sym_target), &si), 0);
 	assert_false(si.merged);
 	symbolizer_free(s);

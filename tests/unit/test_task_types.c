@@ -8,10 +8,9 @@
 #include <cmocka.h>
 #include "task_types.h"
 
-static void assert_arg(const char *name, const char *key, const char *want)
+/* got (malloc'd, freed here) is want, or NULL where want is. */
+static void assert_got(char *got, const char *want)
 {
-	char *got = task_types_first_arg(name, key);
-
 	if (!want) {
 		assert_null(got);
 		return;
@@ -19,6 +18,11 @@ static void assert_arg(const char *name, const char *key, const char *want)
 	assert_non_null(got);
 	assert_string_equal(got, want);
 	free(got);
+}
+
+static void assert_arg(const char *name, const char *key, const char *want)
+{
+	assert_got(task_types_first_arg(name, key), want);
 }
 
 static void test_first_arg(void **state)
@@ -43,10 +47,32 @@ static void test_first_arg(void **state)
 	assert_arg("core::ptr::drop_in_place<a::B", "drop_in_place<", NULL);
 }
 
+static void assert_nth(const char *name, const char *key, unsigned idx, const char *want)
+{
+	assert_got(task_types_arg(name, key, idx), want);
+}
+
+static void test_nth_arg(void **state)
+{
+	static const char harness[] =
+	    "<tokio::runtime::task::harness::Harness<app::Wrap<(u8, u16)>, alloc::sync::Arc<"
+	    "tokio::runtime::scheduler::multi_thread::handle::Handle>>>::poll";
+
+	(void)state;
+	assert_nth(harness, "Harness<", 0, "app::Wrap<(u8, u16)>");
+	/* The scheduler: past the comma inside the tuple, its spaces left out. */
+	assert_nth(harness, "Harness<", 1,
+		   "alloc::sync::Arc<tokio::runtime::scheduler::multi_thread::handle::Handle>");
+	assert_nth(harness, "Harness<", 2, NULL);
+	assert_nth("app::F<fn() -> u8, u16>::poll", "F<", 1, "u16");
+	assert_nth("app::F<>::poll", "F<", 0, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_first_arg),
+	    cmocka_unit_test(test_nth_arg),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

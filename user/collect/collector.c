@@ -748,24 +748,10 @@ static size_t symbolize_frames(struct collector *c, const uint64_t *pcs, size_t 
 	return n;
 }
 
-/* A frame in code the compiler folded for several functions (a generic wrapper's poll that
- * came out the same for several task types) is named by the symbol table after one of them;
- * the one that names the sample's own task type is the one that ran. */
 void collector_name_folded_frames(struct collector *c, struct task_frame *frames, size_t n,
 				  const char *future)
 {
-	for (size_t i = 0; future && i < n; i++) {
-		struct sym_info si;
-		const char *name;
-
-		if (frames[i].inlined || frames[i].task_root || !frames[i].name ||
-		    symbolizer_resolve(c->sym, frames[i].addr, &si) || !si.merged ||
-		    si.name != frames[i].name)
-			continue;
-		name = symbolizer_name_with(c->sym, frames[i].addr, future);
-		if (name)
-			frames[i].name = name;
-	}
+	folded_names_apply(&c->folded, c->sym, frames, n, future);
 }
 
 size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
@@ -1147,5 +1133,6 @@ void collector_free(struct collector *c)
 	free(c->threads);
 	est_terms_free(&c->terms);
 	est_terms_free(&c->counted);
+	folded_names_free(&c->folded);
 	memset(c, 0, sizeof(*c));
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "dial9_bpf.h"
 #include "estimate_terms.h"
+#include "folded_names.h"
 #include "writer.h"
 
 struct symbolizer;
@@ -92,6 +93,7 @@ struct collector {
 	struct writer *lasting; /* also gets every sample, across output folders (--push) */
 	struct symbolizer *sym;
 	struct unwinder *unw; /* DWARF: unwinds raw stacks (--unwind dwarf), names inlined calls */
+	struct folded_names folded; /* names in folded code, after the instance that ran */
 	uint64_t unwind_stops[UNWIND_STATS];
 	uint64_t samples_dwarf, frames_fp, frames_dwarf;
 	open_epoch_fn open_epoch;

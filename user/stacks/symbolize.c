@@ -370,30 +370,41 @@ static bool holds_type(const char *name, const char *type)
 	return false;
 }
 
-const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type)
+/* Whether name holds type, and also (if any) too. */
+static bool holds_types(const char *name, const char *type, const char *also)
+{
+	return name && holds_type(name, type) && (!also || holds_type(name, also));
+}
+
+const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type,
+				 const char *also)
 {
 	const struct elf_sym *sym, *syms, *al;
+	const char *name, *first = NULL;
 	struct sym_info si;
 	struct module *mod;
 	uint64_t vaddr;
 	size_t n, nal;
-	const char *name;
 
 	if (locate(s, addr, &si, &mod, &sym, &vaddr))
 		return NULL;
 	syms = elf_file_syms(mod->elf, &n);
 	name = sym_name(mod, sym, (size_t)(sym - syms));
-	if (name && holds_type(name, type))
+	if (holds_types(name, type, also))
 		return name;
+	if (name && holds_type(name, type))
+		first = name;
 	syms = elf_file_aliases(mod->elf, &n);
 	al = elf_file_aliases_at(mod->elf, sym->addr, &nal);
 	for (size_t i = 0; i < nal; i++) {
 		name = cached_name(&mod->alias_names, &mod->nalias_names, n, &al[i],
 				   (size_t)(al + i - syms));
-		if (name && holds_type(name, type))
+		if (holds_types(name, type, also))
 			return name;
+		if (!first && name && holds_type(name, type))
+			first = name;
 	}
-	return NULL;
+	return first;
 }
 
 int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out)

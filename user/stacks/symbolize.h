@@ -49,12 +49,15 @@ int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out
 /*
  * Of the names of the function containing addr (its own and those of functions folded into the
  * same code, when sym_info.merged says there are such), the first whose demangled form holds
- * type as a whole type (a generic argument, or the type of a trait impl); NULL if none does. The
- * compiler folds generic functions whose machine code came out the same (a wrapper's poll for
- * several task types), and the symbol table then names them all with one of their names: a caller
- * that knows what ran there (the task's type) picks the right one. Valid until symbolizer_free().
+ * type as a whole type (a generic argument, or the type of a trait impl), and also too where
+ * one holds both (also may be NULL); NULL if none holds type. The compiler folds generic
+ * functions whose machine code came out the same (a wrapper's poll for several task types, a
+ * task's Core<T, S>::poll for both schedulers), and the symbol table then names them all with
+ * one of their names: a caller that knows what ran there (the task's type, its scheduler) picks
+ * the right one. Valid until symbolizer_free().
  */
-const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type);
+const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type,
+				 const char *also);
 
 /* Re-read the maps now, ignoring the rate limit. Returns 0 or a negative errno (the previous
  * maps are kept). */

@@ -24,7 +24,7 @@
 #define DEALLOC_CODE_MAX 256
 #define DEALLOC_CALLS_MAX 8
 
-char *task_types_first_arg(const char *name, const char *key)
+char *task_types_arg(const char *name, const char *key, unsigned idx)
 {
 	const char *p = strstr(name, key), *start;
 	int depth = 0;
@@ -40,12 +40,25 @@ char *task_types_first_arg(const char *name, const char *key)
 			depth++;
 		else if ((*p == '>' && p[-1] != '-') || *p == ')' || *p == ']')
 			depth--;
-		if (depth < 0 || (depth == 0 && *p == ','))
+		if (depth < 0)
 			break;
+		if (depth == 0 && *p == ',') {
+			if (!idx)
+				break;
+			idx--;
+			start = p + 1;
+			while (*start == ' ')
+				start++;
+		}
 	}
-	if (!*p || p == start)
+	if (!*p || p <= start || idx)
 		return NULL;
 	return strndup(start, (size_t)(p - start));
+}
+
+char *task_types_first_arg(const char *name, const char *key)
+{
+	return task_types_arg(name, key, 0);
 }
 
 static char *demangled_at(const struct elf_file *ef, uint64_t addr)

@@ -41,6 +41,9 @@ void task_types_free(struct task_types *tt);
 /* The first generic argument of the generic named right before the first "<" after KEY in
  * NAME (e.g. T in "...Cell<T,S>>" for KEY "Cell<"): malloc'd, or NULL. */
 char *task_types_first_arg(const char *name, const char *key);
+/* The same for the generic argument IDX (0 the first), e.g. S in "...Harness<T, S>>" for KEY
+ * "Harness<" and IDX 1. */
+char *task_types_arg(const char *name, const char *key, unsigned idx);
 
 /* The future of the innermost task on a stack (leaf first), from Harness<T, S>::poll's generics
  * (v0 mangling; legacy names carry none): malloc'd, or NULL. */
