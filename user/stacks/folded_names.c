@@ -94,10 +94,12 @@ static const char *rewritten(struct folded_names *fn, const char *name, const ch
 
 	if (!buf)
 		return name;
-	for (const char *p = strstr(name, from); p; p = strstr(p + flen, from)) {
+	/* from is a part of another name, not a string of its own: searched by its length. */
+	for (const char *p = memmem(name, len, from, flen); p;
+	     p = memmem(p + 1, len - (size_t)(p + 1 - name), from, flen)) {
 		size_t at = (size_t)(p - name);
 
-		if (!whole_at(name, at, flen))
+		if (at < done || !whole_at(name, at, flen))
 			continue;
 		memcpy(buf + n, name + done, at - done);
 		n += at - done;
