@@ -751,9 +751,9 @@ static void target_hit_cost(struct arming *a, bool lean)
  * entry's hit, so the extra hits it leaves out are at most a sampling window's hits per poll
  * less LEAN_KEPT_HITS, and even those, at LEAN_SKIP_MARGIN times the calibration's price,
  * are too small a part of a poll (the mix demo's polls of tens of us and more, against ~1
- * extra hit of ~1 us). Each lean window would then cost an attach and a detach for nothing:
- * with 32 workers on 2 CPUs, 5-20 ms of the tool's CPU, out of the budget that pays for the
- * sampling windows. cost_full is this thread's. */
+ * extra hit of ~1 us). Each lean window would then cost an attach and a detach for nothing,
+ * out of the budget that pays for the sampling windows (bench/RESULTS.md, "No lean windows
+ * where they cannot price a hit"). cost_full is this thread's. */
 static bool lean_unseen(struct arming *a)
 {
 	double calib, extra, busy;

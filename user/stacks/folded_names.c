@@ -58,8 +58,8 @@ static void arg_around(const char *name, size_t at, size_t *lo, size_t *hi)
 	*hi = i;
 }
 
-/* The one generic argument in which two names of one code differ: a's at [*alo, *ahi), b's at
- * [*blo, *bhi); false where they differ in more than one. */
+/* The one generic argument in which two names of one code differ: a's at [r[0], r[1]), b's at
+ * [r[2], r[3]); false where they differ in more than one. */
 static bool differing_arg(const char *a, const char *b, size_t r[4])
 {
 	size_t la = strlen(a), lb = strlen(b), p = 0, q = 0;
