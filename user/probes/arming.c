@@ -576,9 +576,15 @@ static int run_windows(struct arming *a, uint64_t epoch_start, double duty, uint
 	return 0;
 }
 
+/* A hit's price as the calibration and the programs' run time give it; a->lock held. */
+static double calibrated_hit_ns_locked(const struct arming *a)
+{
+	return a->cost.entry_ns + a->bpf_run_ns;
+}
+
 double arming_hit_cost_ns_locked(const struct arming *a)
 {
-	return a->target_hit_ns > 0 ? a->target_hit_ns : a->cost.entry_ns + a->bpf_run_ns;
+	return a->target_hit_ns > 0 ? a->target_hit_ns : calibrated_hit_ns_locked(a);
 }
 
 /* How far the calibration may be from a hit's price in the target, as a relative standard
@@ -732,7 +738,7 @@ static void target_hit_cost(struct arming *a, bool lean)
 			a->cost_full.n, a->cost_lean.n, a->cost_full.polls, a->cost_lean.polls, c,
 			se);
 	pthread_mutex_lock(&a->lock);
-	calib = a->cost.entry_ns + a->bpf_run_ns;
+	calib = calibrated_hit_ns_locked(a);
 	a->target_hit_measured = c;
 	a->target_hit_se = se;
 	/* Far from the calibration: the two kinds of window saw different work, or a few lean
@@ -761,7 +767,7 @@ static bool lean_unseen(struct arming *a)
 	if (a->cost_full.polls < LEAN_SKIP_MIN_POLLS)
 		return false;
 	pthread_mutex_lock(&a->lock);
-	calib = a->cost.entry_ns + a->bpf_run_ns;
+	calib = calibrated_hit_ns_locked(a);
 	pthread_mutex_unlock(&a->lock);
 	extra = a->cost_full.hits / a->cost_full.polls - LEAN_KEPT_HITS;
 	busy = a->cost_full.busy / a->cost_full.polls;

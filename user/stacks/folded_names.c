@@ -7,15 +7,6 @@
 #include "task_sample.h"
 #include "task_types.h"
 
-/* The scheduler of the innermost task on a stack: S of its Harness<T, S>::poll. */
-static char *stack_scheduler(const struct task_frame *fr, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (fr[i].name && strstr(fr[i].name, "::harness::Harness<"))
-			return task_types_arg(fr[i].name, "Harness<", 1);
-	return NULL;
-}
-
 static bool opens(const char *name, size_t i)
 {
 	return strchr("<([", name[i]) != NULL;
@@ -75,13 +66,6 @@ static bool differing_arg(const char *a, const char *b, size_t r[4])
 	return r[1] >= la - q && r[3] >= lb - q && r[1] > r[0] && r[3] > r[2];
 }
 
-/* Whether name[i..i+len) stands alone as a type (as holds_type in symbolize.c judges it). */
-static bool whole_at(const char *name, size_t i, size_t len)
-{
-	return i > 0 && strchr("<(,[& ", name[i - 1]) && name[i + len] &&
-	       strchr(">),]; ", name[i + len]);
-}
-
 /* name with each whole occurrence of from[0..flen) replaced by to[0..tlen), interned; name
  * itself where there is none, or where the copy cannot be made. */
 static const char *rewritten(struct folded_names *fn, const char *name, const char *from,
@@ -99,7 +83,7 @@ static const char *rewritten(struct folded_names *fn, const char *name, const ch
 	     p = memmem(p + 1, len - (size_t)(p + 1 - name), from, flen)) {
 		size_t at = (size_t)(p - name);
 
-		if (at < done || !whole_at(name, at, flen))
+		if (at < done || !symbolizer_whole_type_at(name, at, flen))
 			continue;
 		memcpy(buf + n, name + done, at - done);
 		n += at - done;
@@ -141,7 +125,7 @@ void folded_names_apply(struct folded_names *fn, struct symbolizer *s, struct ta
 
 	if (!future)
 		return;
-	sched = stack_scheduler(frames, n);
+	sched = task_types_stack_scheduler(frames, n);
 	for (size_t i = 0; i < n; i++) {
 		struct sym_info si;
 		const char *name;

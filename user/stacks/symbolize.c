@@ -357,15 +357,19 @@ static int resolve_uncached(struct symbolizer *s, uint64_t addr, struct sym_info
 	return 0;
 }
 
-/* Whether name holds type as a whole type: a generic argument, an element of a tuple, array or
- * slice, or the type of a trait impl ("<T as ...>", "<T>", "<A, T>", "(T,", "[T; 4]"), not part
- * of a longer name ("app::Foo" in "app::FooBar", "app::Foo::new"). */
+bool symbolizer_whole_type_at(const char *name, size_t at, size_t len)
+{
+	return at > 0 && strchr("<(,[& ", name[at - 1]) && name[at + len] &&
+	       strchr(">),]; ", name[at + len]);
+}
+
+/* Whether name holds type as a whole type (symbolizer_whole_type_at). */
 static bool holds_type(const char *name, const char *type)
 {
 	size_t len = strlen(type);
 
 	for (const char *p = strstr(name, type); p && len; p = strstr(p + 1, type))
-		if (p > name && strchr("<(,[& ", p[-1]) && p[len] && strchr(">),]; ", p[len]))
+		if (symbolizer_whole_type_at(name, (size_t)(p - name), len))
 			return true;
 	return false;
 }

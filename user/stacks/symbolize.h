@@ -58,6 +58,10 @@ int symbolizer_resolve(struct symbolizer *s, uint64_t addr, struct sym_info *out
  */
 const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type,
 				 const char *also);
+/* Whether name[at..at+len) stands alone as a type: a generic argument, an element of a tuple,
+ * array or slice, or the type of a trait impl ("<T as ...>", "<T>", "<A, T>", "(T,", "[T; 4]"),
+ * not part of a longer name ("app::Foo" in "app::FooBar", "app::Foo::new"). */
+bool symbolizer_whole_type_at(const char *name, size_t at, size_t len);
 
 /* Re-read the maps now, ignoring the rate limit. Returns 0 or a negative errno (the previous
  * maps are kept). */

@@ -253,12 +253,27 @@ void task_types_free(struct task_types *tt)
 	*tt = (struct task_types){0};
 }
 
-char *task_types_stack_future(const struct task_frame *fr, size_t n)
+/* The innermost Harness<T, S>::poll frame's name on a stack (leaf first), or NULL. */
+static const char *stack_harness(const struct task_frame *fr, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (fr[i].name && strstr(fr[i].name, "::harness::Harness<"))
-			return task_types_first_arg(fr[i].name, "Harness<");
+			return fr[i].name;
 	return NULL;
+}
+
+char *task_types_stack_future(const struct task_frame *fr, size_t n)
+{
+	const char *h = stack_harness(fr, n);
+
+	return h ? task_types_arg(h, "Harness<", 0) : NULL;
+}
+
+char *task_types_stack_scheduler(const struct task_frame *fr, size_t n)
+{
+	const char *h = stack_harness(fr, n);
+
+	return h ? task_types_arg(h, "Harness<", 1) : NULL;
 }
 
 size_t task_types_by_poll(const struct task_types *tt, uint64_t poll_start, struct task_type **out,

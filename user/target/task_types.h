@@ -48,6 +48,9 @@ char *task_types_arg(const char *name, const char *key, unsigned idx);
 /* The future of the innermost task on a stack (leaf first), from Harness<T, S>::poll's generics
  * (v0 mangling; legacy names carry none): malloc'd, or NULL. */
 char *task_types_stack_future(const struct task_frame *fr, size_t n);
+/* The scheduler of that task, S of the same frame's generics: malloc'd, or NULL. Harness is
+ * never folded across schedulers (it schedules), unlike Core<T, S>::poll. */
+char *task_types_stack_scheduler(const struct task_frame *fr, size_t n);
 /* The types whose raw::poll (or Harness::poll) instance starts at runtime address POLL_START,
  * at most MAX into OUT; returns how many. Several when the compiler merged identical instances
  * (futures whose polls compile to the same code). */
