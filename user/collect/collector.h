@@ -203,8 +203,8 @@ void collector_free(struct collector *c);
 struct task_frame;
 size_t collector_symbolize(struct collector *c, const uint64_t *pcs, size_t n,
 			   struct task_frame *frames);
-/* Renames the frames in code folded for several functions after the one that names future
- * (the sample's task type): the symbol table names such code after one of them only. */
+/* Renames the frames in code folded for several functions after the one that ran: the one
+ * that names future (the sample's task type) and its stack's scheduler (folded_names.h). */
 void collector_name_folded_frames(struct collector *c, struct task_frame *frames, size_t n,
 				  const char *future);
 /* An epoch's in-window slowdown of the tasks that yielded (see collector.c); 1 = none. */

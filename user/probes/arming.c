@@ -718,6 +718,13 @@ static void cost_deltas(struct arming *a, double d[6])
 	}
 }
 
+/* Whether extra_hits a poll at calib ns each are a large enough part of a sampling window's
+ * poll (COST_MIN_SHARE) for the two kinds of window to price them. */
+static bool hits_seen(const struct hit_cost_sums *full, double calib, double extra_hits)
+{
+	return calib * extra_hits >= COST_MIN_SHARE * full->busy / full->polls;
+}
+
 static void target_hit_cost(struct arming *a, bool lean)
 {
 	double d[6], c, se, calib, dh;
@@ -746,7 +753,7 @@ static void target_hit_cost(struct arming *a, bool lean)
 	 * the target a hit costs at most about one and a half calibrations (bench/RESULTS.md).
 	 * Nor where the hits are too small a part of a poll to be seen (COST_MIN_SHARE). */
 	dh = hit_cost_extra_hits(&a->cost_full, &a->cost_lean);
-	seen = calib * dh >= COST_MIN_SHARE * a->cost_full.busy / a->cost_full.polls;
+	seen = hits_seen(&a->cost_full, calib, dh);
 	a->target_hit_ns =
 	    seen && c > 0.5 * calib && c < 2 * calib && se <= COST_MAX_REL_SE * c ? c : 0;
 	pthread_mutex_unlock(&a->lock);
@@ -762,7 +769,7 @@ static void target_hit_cost(struct arming *a, bool lean)
  * where they cannot price a hit"). cost_full is this thread's. */
 static bool lean_unseen(struct arming *a)
 {
-	double calib, extra, busy;
+	double calib, extra;
 
 	if (a->cost_full.polls < LEAN_SKIP_MIN_POLLS)
 		return false;
@@ -770,8 +777,7 @@ static bool lean_unseen(struct arming *a)
 	calib = calibrated_hit_ns_locked(a);
 	pthread_mutex_unlock(&a->lock);
 	extra = a->cost_full.hits / a->cost_full.polls - LEAN_KEPT_HITS;
-	busy = a->cost_full.busy / a->cost_full.polls;
-	return LEAN_SKIP_MARGIN * calib * extra < COST_MIN_SHARE * busy;
+	return !hits_seen(&a->cost_full, LEAN_SKIP_MARGIN * calib, extra);
 }
 
 static bool lean_due(struct arming *a, uint64_t nepochs)

@@ -7,18 +7,6 @@
 #include "task_sample.h"
 #include "task_types.h"
 
-static bool opens(const char *name, size_t i)
-{
-	return strchr("<([", name[i]) != NULL;
-}
-
-/* A closing bracket, not the '>' of "->". */
-static bool closes(const char *name, size_t i)
-{
-	return (name[i] == '>' && !(i > 0 && name[i - 1] == '-')) || name[i] == ')' ||
-	       name[i] == ']';
-}
-
 /* The generic argument of name that holds offset at: [*lo, *hi), from after the bracket or
  * comma (and spaces) that opens it to the bracket or comma that ends it. */
 static void arg_around(const char *name, size_t at, size_t *lo, size_t *hi)
@@ -27,9 +15,9 @@ static void arg_around(const char *name, size_t at, size_t *lo, size_t *hi)
 	int depth = 0;
 
 	for (i = at; i > 0; i--) {
-		if (closes(name, i - 1))
+		if (task_types_closes(name, i - 1))
 			depth++;
-		else if (opens(name, i - 1) && !depth--)
+		else if (task_types_opens(name, i - 1) && !depth--)
 			break;
 		else if (name[i - 1] == ',' && !depth)
 			break;
@@ -39,9 +27,9 @@ static void arg_around(const char *name, size_t at, size_t *lo, size_t *hi)
 	*lo = i;
 	depth = 0;
 	for (i = at; name[i]; i++) {
-		if (opens(name, i))
+		if (task_types_opens(name, i))
 			depth++;
-		else if (closes(name, i) && !depth--)
+		else if (task_types_closes(name, i) && !depth--)
 			break;
 		else if (name[i] == ',' && !depth)
 			break;

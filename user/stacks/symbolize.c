@@ -374,10 +374,19 @@ static bool holds_type(const char *name, const char *type)
 	return false;
 }
 
-/* Whether name holds type, and also (if any) too. */
-static bool holds_types(const char *name, const char *type, const char *also)
+/* Of the names offered one by one: the first that holds type and also (if any), returned
+ * at once (true); else the first that holds type, kept in *first. */
+static bool pick_name(const char *name, const char *type, const char *also, const char **first)
 {
-	return name && holds_type(name, type) && (!also || holds_type(name, also));
+	if (!name || !holds_type(name, type))
+		return false;
+	if (!also || holds_type(name, also)) {
+		*first = name;
+		return true;
+	}
+	if (!*first)
+		*first = name;
+	return false;
 }
 
 const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char *type,
@@ -394,19 +403,15 @@ const char *symbolizer_name_with(struct symbolizer *s, uint64_t addr, const char
 		return NULL;
 	syms = elf_file_syms(mod->elf, &n);
 	name = sym_name(mod, sym, (size_t)(sym - syms));
-	if (holds_types(name, type, also))
-		return name;
-	if (name && holds_type(name, type))
-		first = name;
+	if (pick_name(name, type, also, &first))
+		return first;
 	syms = elf_file_aliases(mod->elf, &n);
 	al = elf_file_aliases_at(mod->elf, sym->addr, &nal);
 	for (size_t i = 0; i < nal; i++) {
 		name = cached_name(&mod->alias_names, &mod->nalias_names, n, &al[i],
 				   (size_t)(al + i - syms));
-		if (holds_types(name, type, also))
-			return name;
-		if (!first && name && holds_type(name, type))
-			first = name;
+		if (pick_name(name, type, also, &first))
+			return first;
 	}
 	return first;
 }

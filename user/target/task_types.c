@@ -36,9 +36,9 @@ char *task_types_arg(const char *name, const char *key, unsigned idx)
 		return NULL;
 	start = ++p;
 	for (; *p; p++) {
-		if (*p == '<' || *p == '(' || *p == '[')
+		if (task_types_opens(name, (size_t)(p - name)))
 			depth++;
-		else if ((*p == '>' && p[-1] != '-') || *p == ')' || *p == ']')
+		else if (task_types_closes(name, (size_t)(p - name)))
 			depth--;
 		if (depth < 0)
 			break;

@@ -7,6 +7,7 @@
 #ifndef D9_TASK_TYPES_H
 #define D9_TASK_TYPES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,17 @@ char *task_types_first_arg(const char *name, const char *key);
 /* The same for the generic argument IDX (0 the first), e.g. S in "...Harness<T, S>>" for KEY
  * "Harness<" and IDX 1. */
 char *task_types_arg(const char *name, const char *key, unsigned idx);
+/* Whether name[i] opens or closes a bracket of a type's name ('<', '(', '['; not the '>' of
+ * an fn type's "->"). */
+static inline bool task_types_opens(const char *name, size_t i)
+{
+	return name[i] == '<' || name[i] == '(' || name[i] == '[';
+}
+static inline bool task_types_closes(const char *name, size_t i)
+{
+	return (name[i] == '>' && !(i > 0 && name[i - 1] == '-')) || name[i] == ')' ||
+	       name[i] == ']';
+}
 
 /* The future of the innermost task on a stack (leaf first), from Harness<T, S>::poll's generics
  * (v0 mangling; legacy names carry none): malloc'd, or NULL. */
